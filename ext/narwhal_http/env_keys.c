@@ -1,0 +1,48 @@
+/*
+ * Rack env keys and common values, created once as interned frozen strings so
+ * every request reuses the same objects as Ruby's frozen literals.
+ */
+#include "narwhal_http.h"
+
+VALUE nw_key_REQUEST_METHOD, nw_key_REQUEST_URI, nw_key_REQUEST_PATH,
+    nw_key_PATH_INFO, nw_key_QUERY_STRING, nw_key_SERVER_NAME,
+    nw_key_SERVER_PORT, nw_key_SERVER_PROTOCOL, nw_key_HTTP_VERSION,
+    nw_key_HTTP_HOST, nw_key_CONTENT_LENGTH, nw_key_CONTENT_TYPE,
+    nw_key_URL_SCHEME, nw_val_HTTP_1_1, nw_val_HTTP_1_0, nw_val_port_80,
+    nw_val_port_443, nw_val_https, nw_val_http, nw_val_slash;
+
+VALUE nw_fstring(const char *ptr, long len)
+{
+  return rb_enc_interned_str(ptr, len, rb_utf8_encoding());
+}
+
+static VALUE keep(const char *s)
+{
+  VALUE v = nw_fstring(s, (long)strlen(s));
+  rb_gc_register_mark_object(v);
+  return v;
+}
+
+void nw_init_env_keys(void)
+{
+  nw_key_REQUEST_METHOD = keep("REQUEST_METHOD");
+  nw_key_REQUEST_URI = keep("REQUEST_URI");
+  nw_key_REQUEST_PATH = keep("REQUEST_PATH");
+  nw_key_PATH_INFO = keep("PATH_INFO");
+  nw_key_QUERY_STRING = keep("QUERY_STRING");
+  nw_key_SERVER_NAME = keep("SERVER_NAME");
+  nw_key_SERVER_PORT = keep("SERVER_PORT");
+  nw_key_SERVER_PROTOCOL = keep("SERVER_PROTOCOL");
+  nw_key_HTTP_VERSION = keep("HTTP_VERSION");
+  nw_key_HTTP_HOST = keep("HTTP_HOST");
+  nw_key_CONTENT_LENGTH = keep("CONTENT_LENGTH");
+  nw_key_CONTENT_TYPE = keep("CONTENT_TYPE");
+  nw_key_URL_SCHEME = keep("rack.url_scheme");
+  nw_val_HTTP_1_1 = keep("HTTP/1.1");
+  nw_val_HTTP_1_0 = keep("HTTP/1.0");
+  nw_val_port_80 = keep("80");
+  nw_val_port_443 = keep("443");
+  nw_val_https = keep("https");
+  nw_val_http = keep("http");
+  nw_val_slash = keep("/");
+}

@@ -1,0 +1,12 @@
+/* Entry point of the narwhal_http extension. */
+#include "narwhal_http.h"
+
+VALUE nw_mNarwhal;
+
+void Init_narwhal_http(void)
+{
+  nw_mNarwhal = rb_define_module("Narwhal");
+  nw_init_env_keys();
+  nw_init_parser();
+  nw_init_response();
+}

@@ -1,0 +1,23 @@
+/* Shared declarations of the narwhal_http extension. */
+#ifndef NARWHAL_HTTP_H
+#define NARWHAL_HTTP_H
+
+#include <ruby.h>
+#include <ruby/encoding.h>
+
+extern VALUE nw_mNarwhal;
+
+/* Frozen, interned strings shared with Ruby code (see env_keys.c). */
+extern VALUE nw_key_REQUEST_METHOD, nw_key_REQUEST_URI, nw_key_REQUEST_PATH,
+    nw_key_PATH_INFO, nw_key_QUERY_STRING, nw_key_SERVER_NAME,
+    nw_key_SERVER_PORT, nw_key_SERVER_PROTOCOL, nw_key_HTTP_VERSION,
+    nw_key_HTTP_HOST, nw_key_CONTENT_LENGTH, nw_key_CONTENT_TYPE,
+    nw_key_URL_SCHEME, nw_val_HTTP_1_1, nw_val_HTTP_1_0, nw_val_port_80,
+    nw_val_port_443, nw_val_https, nw_val_http, nw_val_slash;
+
+VALUE nw_fstring(const char *ptr, long len);
+void nw_init_env_keys(void);
+void nw_init_parser(void);
+void nw_init_response(void);
+
+#endif

@@ -1,0 +1,21 @@
+# frozen_string_literal: true
+
+require "narwhal/version"
+require "narwhal_http/narwhal_http"
+
+# A pre-forking Rack HTTP server: Unicorn's process model with threads,
+# keep-alive and slow-client protection.
+module Narwhal
+  autoload :CLI, "narwhal/cli"
+  autoload :Configurator, "narwhal/configurator"
+  autoload :Connection, "narwhal/connection"
+  autoload :ErrorResponse, "narwhal/error_response"
+  autoload :Input, "narwhal/input"
+  autoload :Listener, "narwhal/listener"
+  autoload :NullInput, "narwhal/input"
+  autoload :OutputStream, "narwhal/output_stream"
+  autoload :Reactor, "narwhal/reactor"
+  autoload :RequestBody, "narwhal/request_body"
+  autoload :ResponseWriter, "narwhal/response_writer"
+  autoload :Server, "narwhal/server"
+end

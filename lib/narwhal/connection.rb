@@ -1,0 +1,322 @@
+# frozen_string_literal: true
+
+require "socket"
+
+module Narwhal
+  # One client connection: reads and parses requests as bytes arrive, calls
+  # the app once a request is complete, writes the response, and keeps the
+  # connection for the next request when HTTP allows.
+  #
+  # It never blocks on reading: the reactor calls #on_readable when bytes
+  # are waiting, so a slow client holds no app thread.
+  class Connection
+    READ_SIZE = 16 * 1024
+    # After an error response we read and drop what the client still sends,
+    # so that closing does not reset the connection before it reads our answer.
+    LINGER_SECONDS = 2
+    LINGER_MAX_BYTES = 1024 * 1024
+
+    IDLE = 0 # waiting for the first byte of a request
+    HEAD = 1 # reading the request line and header section
+    BODY = 2 # reading the request body
+    LINGER = 3 # error sent, draining before close
+
+    CONTINUE = "HTTP/1.1 100 Continue\r\n\r\n"
+    REQUEST_METHOD = "REQUEST_METHOD"
+    PATH_INFO = "PATH_INFO"
+    HEAD_METHOD = "HEAD"
+    RACK_INPUT = "rack.input"
+    RACK_HIJACK_IO = "rack.hijack_io"
+    RESPONSE_FINISHED = "rack.response_finished"
+    AFTER_REPLY = "rack.after_reply"
+    EARLY_HINTS = "rack.early_hints"
+    REQ_HTTP11 = ResponseHead::REQ_HTTP11
+    REQ_KEEPALIVE = ResponseHead::REQ_KEEPALIVE
+    REQ_HEAD = ResponseHead::REQ_HEAD
+
+    attr_reader :io, :deadline
+    attr_accessor :monitor
+
+    def initialize(io, listener, server)
+      @io = io
+      @server = server
+      @app = server.app
+      @logger = server.logger
+      limits = server.limits
+      @body_buffer_size = limits.body_buffer_size
+      @keepalive_timeout = limits.keepalive_timeout
+      @keepalive_requests = limits.keepalive_requests
+      @client_timeout = limits.client_timeout
+      @parser = HttpParser.new
+      @parser.configure(limits.max_request_line, limits.max_header_size,
+                        limits.max_header_fields, limits.max_body_size)
+      @buf = String.new(capacity: READ_SIZE, encoding: Encoding::BINARY)
+      @rbuf = String.new(capacity: READ_SIZE, encoding: Encoding::BINARY)
+      @off = 0
+      @writer = ResponseWriter.new(io, @logger)
+      @finished_callbacks = []
+      @after_reply = []
+      @template = connection_env(server.env_template(listener), listener.remote_addr(io), server.early_hints?)
+      @state = IDLE
+      @requests = 0
+      @env = nil
+      @input = nil
+      @hijacked = false
+      @closed = false
+      @deadline = now + @client_timeout
+    end
+
+    def closed?
+      @closed
+    end
+
+    def idle?
+      @state == IDLE && @off >= @buf.bytesize
+    end
+
+    # Reads what the socket has and serves every complete request in it.
+    # Returns false once the connection is closed or taken over by the app.
+    def on_readable
+      loop do
+        into = @off >= @buf.bytesize ? @buf : @rbuf
+        data = @io.read_nonblock(READ_SIZE, into, exception: false)
+        return true if data == :wait_readable
+        return close if data.nil?
+
+        n = data.bytesize
+        if @state == LINGER
+          return close if (@lingered += n) > LINGER_MAX_BYTES
+
+          next
+        end
+        if into.equal?(@buf)
+          @off = 0
+        else
+          @buf << @rbuf
+        end
+        return false unless process
+        return true if n < READ_SIZE
+      end
+    rescue IOError, SystemCallError
+      close
+    end
+
+    # Called by the reactor once @deadline has passed.
+    def on_timeout
+      if @state == HEAD || @state == BODY
+        reject(408)
+        close
+      else
+        close
+      end
+    end
+
+    def close
+      return false if @closed
+
+      @closed = true
+      @monitor&.close
+      @input&.close
+      @io.close unless @hijacked || @io.closed?
+      false
+    rescue IOError, SystemCallError
+      false
+    end
+
+    # rack.hijack (full hijack): the app takes the socket.
+    def hijack
+      @hijacked = true
+      @env[RACK_HIJACK_IO] = @io if @env
+      @io
+    end
+
+    # rack.early_hints
+    def early_hints(headers)
+      @writer.early_hints(headers) if @parser.http11?
+      nil
+    end
+
+    private
+
+    def now
+      Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    end
+
+    def connection_env(template, remote_addr, early_hints)
+      env = template.merge("REMOTE_ADDR" => remote_addr, "rack.hijack" => method(:hijack),
+                           RESPONSE_FINISHED => @finished_callbacks, AFTER_REPLY => @after_reply)
+      env[EARLY_HINTS] = method(:early_hints) if early_hints
+      env
+    end
+
+    # Parses what is buffered; serves each complete request. Returns false
+    # once the connection is closed or hijacked.
+    def process
+      loop do
+        if @state == IDLE
+          @state = HEAD
+          @env = @template.dup
+          @deadline = now + @client_timeout
+        end
+        if @state == HEAD
+          @off = @parser.execute(@env, @buf, @off)
+          return true unless @parser.head_done?
+
+          start_body
+        end
+        return true if @state == BODY && !read_body
+
+        discard_consumed
+        return false unless serve
+        return true if @off >= @buf.bytesize
+      end
+    rescue HttpParserError => e
+      reject(e.status)
+    end
+
+    def start_body
+      length = @parser.content_length
+      if @parser.chunked? || (length && length.positive?)
+        @state = BODY
+        @remaining = length
+        @input = Input.new(@body_buffer_size)
+        @io.write(CONTINUE) if @parser.expect_continue? && @parser.http11? && @off >= @buf.bytesize
+      else
+        @state = IDLE
+      end
+    end
+
+    # Moves buffered body bytes into @input; true when the body is complete.
+    def read_body
+      if @parser.chunked?
+        @off = @parser.decode_chunked(@env, @buf, @off, @input.sink)
+        @input.commit
+        done = @parser.body_done?
+      else
+        n = @buf.bytesize - @off
+        n = @remaining if n > @remaining
+        if n.positive?
+          @input << (@off.zero? && n == @buf.bytesize ? @buf : @buf.byteslice(@off, n))
+          @off += n
+          @remaining -= n
+        end
+        done = @remaining.zero?
+      end
+      @state = IDLE if done
+      done
+    end
+
+    # Drops consumed bytes so that the next request starts at offset 0.
+    def discard_consumed
+      return if @off.zero?
+
+      if @off >= @buf.bytesize
+        @off = @buf.bytesize
+      else
+        @buf = @buf.byteslice(@off, @buf.bytesize - @off)
+        @off = 0
+      end
+    end
+
+    def serve
+      env = @env
+      env[RACK_INPUT] = @input.to_io if @input
+      @requests += 1
+      keepalive = @parser.keepalive? && @requests < @keepalive_requests && @server.running?
+      flags = (@parser.http11? ? REQ_HTTP11 : 0) | (keepalive ? REQ_KEEPALIVE : 0)
+      flags |= REQ_HEAD if env[REQUEST_METHOD] == HEAD_METHOD
+      keep = respond(env, flags)
+      finish_request(env)
+      return detach if keep == ResponseWriter::HIJACKED || @hijacked
+      return close unless keep
+
+      @deadline = now + @keepalive_timeout
+      true
+    end
+
+    # Calls the app and writes its response; returns what ResponseWriter
+    # returns (false on any failure).
+    def respond(env, flags)
+      status, headers, body = @app.call(env)
+      return ResponseWriter::HIJACKED if @hijacked
+
+      @status = status
+      @headers = headers
+      @writer.write(status, headers, body, flags)
+    rescue IOError, SystemCallError => e
+      @logger.debug { "client went away: #{e.class}: #{e.message}" }
+      false
+    rescue StandardError, ScriptError => e
+      log_error(env, e)
+      @error = e
+      send_error(500) unless @writer.started || @hijacked
+      false
+    ensure
+      close_body(body)
+    end
+
+    def close_body(body)
+      body.close if body.respond_to?(:close)
+    rescue StandardError => e
+      @logger.error("body.close failed: #{e.class}: #{e.message}")
+    end
+
+    def finish_request(env)
+      run_callbacks(env)
+      @parser.reset
+      @input&.close
+      @input = nil
+      @env = nil
+      @status = @headers = @error = nil
+      @state = IDLE
+    end
+
+    def run_callbacks(env)
+      unless @finished_callbacks.empty?
+        status = @error ? nil : @status
+        headers = @error ? nil : @headers
+        @finished_callbacks.each { |cb| safely { cb.call(env, status, headers, @error) } }
+        @finished_callbacks.clear
+      end
+      return if @after_reply.empty?
+
+      @after_reply.each { |cb| safely { cb.call } }
+      @after_reply.clear
+    end
+
+    def safely
+      yield
+    rescue StandardError => e
+      @logger.error("response callback failed: #{e.class}: #{e.message}")
+    end
+
+    def detach
+      @closed = true
+      @monitor&.close
+      false
+    end
+
+    # Answers a request we will not serve, then drains and closes.
+    def reject(status)
+      send_error(status)
+      @io.shutdown(Socket::SHUT_WR)
+      @state = LINGER
+      @lingered = 0
+      @deadline = now + LINGER_SECONDS
+      true
+    rescue IOError, SystemCallError
+      close
+    end
+
+    def send_error(status)
+      @io.write(ErrorResponse.bytes(status))
+    rescue IOError, SystemCallError
+      nil
+    end
+
+    def log_error(env, error)
+      @logger.error("app error: #{error.class}: #{error.message} " \
+                    "(#{env[REQUEST_METHOD]} #{env[PATH_INFO]})\n#{Array(error.backtrace).join("\n")}")
+    end
+  end
+end
