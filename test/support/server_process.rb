@@ -1,0 +1,110 @@
+# frozen_string_literal: true
+
+require "rbconfig"
+
+module Narwhal
+  # Starts a real `narwhal` process on a free loopback port (port 0; the port
+  # is read back from the "listening on" log line) and stops it by pid.
+  class ServerProcess
+    ROOT = File.expand_path("../..", __dir__)
+    EXE = File.join(ROOT, "exe", "narwhal")
+    LISTEN_LINE = /listening on addr=(\S+) fd=/
+
+    attr_reader :pid, :dir, :log_path
+
+    # app: the text of a config.ru; config: the text of a -c file or nil;
+    # lint: wrap the app in Rack::Lint (default true).
+    def initialize(app:, config: nil, args: [], lint: true, listen: "127.0.0.1:0", env: {})
+      @dir = Dir.mktmpdir("narwhal-test")
+      @log_path = File.join(@dir, "server.log")
+      ru = File.join(@dir, "config.ru")
+      File.write(ru, lint ? "require 'rack/lint'\nuse Rack::Lint\n#{app}" : app)
+      argv = [RbConfig.ruby, "-I", File.join(ROOT, "lib"), EXE, "-l", listen]
+      if config
+        File.write(File.join(@dir, "narwhal.conf.rb"), config)
+        argv += ["-c", File.join(@dir, "narwhal.conf.rb")]
+      end
+      argv += args
+      argv << ru
+      @pid = Process.spawn(env, *argv, chdir: @dir, out: @log_path, err: @log_path, pgroup: true)
+    end
+
+    def self.start(**kw)
+      server = new(**kw)
+      server.wait_ready
+      server
+    end
+
+    def wait_ready(timeout: 15)
+      deadline = now + timeout
+      until (m = log.match(LISTEN_LINE)) && log.include?("serving pid=")
+        raise "narwhal exited early:\n#{log}" if exited?
+        raise "narwhal did not start in #{timeout}s:\n#{log}" if now > deadline
+
+        sleep 0.01
+      end
+      @address = m[1]
+      self
+    end
+
+    def host
+      @address[/\A\[?([^\]]+?)\]?:\d+\z/, 1]
+    end
+
+    def port
+      Integer(@address[/:(\d+)\z/, 1])
+    end
+
+    def log
+      File.exist?(@log_path) ? File.read(@log_path) : ""
+    end
+
+    def exited?
+      return true if @status
+
+      _, @status = Process.waitpid2(@pid, Process::WNOHANG)
+      !@status.nil?
+    end
+
+    attr_reader :status
+
+    def signal(sig)
+      Process.kill(sig, @pid)
+    end
+
+    def wait_exit(timeout: 10)
+      deadline = now + timeout
+      until exited?
+        raise "narwhal pid #{@pid} still running after #{timeout}s" if now > deadline
+
+        sleep 0.01
+      end
+      @status
+    end
+
+    def stop
+      unless exited?
+        signal(:TERM)
+        begin
+          wait_exit(timeout: 5)
+        rescue RuntimeError
+          signal(:KILL)
+          wait_exit
+        end
+      end
+      FileUtils.rm_rf(@dir)
+    rescue Errno::ESRCH
+      nil
+    end
+
+    def connect
+      RawClient.new(TCPSocket.new(host, port))
+    end
+
+    private
+
+    def now
+      Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    end
+  end
+end

@@ -1,0 +1,29 @@
+# frozen_string_literal: true
+
+$LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
+require "minitest/autorun"
+require "socket"
+require "tmpdir"
+require "timeout"
+require "narwhal"
+require_relative "support/server_process"
+require_relative "support/raw_client"
+
+module Narwhal
+  module TestHelpers
+    # Polls the block until it returns a truthy value or the deadline passes.
+    def wait_until(timeout: 10, interval: 0.01, message: "condition")
+      deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + timeout
+      loop do
+        result = yield
+        return result if result
+        raise Minitest::Assertion, "timed out after #{timeout}s waiting for #{message}" if
+          Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+
+        sleep interval
+      end
+    end
+  end
+end
+
+Minitest::Test.include(Narwhal::TestHelpers)
