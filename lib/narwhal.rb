@@ -6,6 +6,9 @@ require "narwhal_http/narwhal_http"
 # A pre-forking Rack HTTP server: Unicorn's process model with threads,
 # keep-alive and slow-client protection.
 module Narwhal
+  # A bad configuration; the message names the file and line.
+  class ConfigError < StandardError; end
+
   autoload :CLI, "narwhal/cli"
   autoload :Configurator, "narwhal/configurator"
   autoload :Connection, "narwhal/connection"
@@ -17,5 +20,6 @@ module Narwhal
   autoload :Reactor, "narwhal/reactor"
   autoload :RequestBody, "narwhal/request_body"
   autoload :ResponseWriter, "narwhal/response_writer"
+  autoload :RackHandler, "narwhal/rack_handler"
   autoload :Server, "narwhal/server"
 end

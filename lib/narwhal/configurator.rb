@@ -3,9 +3,6 @@
 require "logger"
 
 module Narwhal
-  # Raised for a bad configuration; the message names the file and line.
-  class ConfigError < StandardError; end
-
   # The configuration DSL (`-c FILE`) and the settings it produces.
   #
   # Directive names follow Unicorn's; every setting has a default here and a
@@ -81,20 +78,21 @@ module Narwhal
       "#{path}:#{line || '?'}"
     end
 
-    # Directive methods evaluated in the config file. Each validates its
-    # argument and raises with the caller's file:line on bad input.
-    class DSL < BasicObject
+    # The object a config file is evaluated in: its public methods are the
+    # directives. Each validates its argument and raises with the config
+    # file's line on bad input.
+    class DSL
       def initialize(config)
         @config = config
       end
 
       def listen(address, options = {})
-        check(address.is_a?(::String) || address.is_a?(::Integer), "listen expects an address String")
-        check(options.is_a?(::Hash), "listen options must be a Hash")
+        check(address.is_a?(String) || address.is_a?(Integer), "listen expects an address String")
+        check(options.is_a?(Hash), "listen options must be a Hash")
         unknown = options.keys - LISTEN_OPTIONS
         check(unknown.empty?, "unsupported listen option(s) #{unknown.inspect}")
         if options.key?(:backlog)
-          check(options[:backlog].is_a?(::Integer) && options[:backlog] > 0, "backlog expects a positive Integer")
+          check(options[:backlog].is_a?(Integer) && options[:backlog] > 0, "backlog expects a positive Integer")
         end
         @config.add_listener(address.to_s, options)
       end
@@ -160,12 +158,12 @@ module Narwhal
       end
 
       def set_integer(key, value, min:)
-        check(value.is_a?(::Integer) && value >= min, "#{key} expects an Integer >= #{min}, got #{value.inspect}")
+        check(value.is_a?(Integer) && value >= min, "#{key} expects an Integer >= #{min}, got #{value.inspect}")
         @config.settings[key] = value
       end
 
       def set_number(key, value, min:)
-        check(value.is_a?(::Numeric) && value >= min, "#{key} expects a number >= #{min}, got #{value.inspect}")
+        check(value.is_a?(Numeric) && value >= min, "#{key} expects a number >= #{min}, got #{value.inspect}")
         @config.settings[key] = value
       end
 
@@ -175,8 +173,8 @@ module Narwhal
 
       # The first frame outside this file is the config line at fault.
       def fail_at(message)
-        frame = ::Kernel.caller_locations.find { |l| l.path != __FILE__ }
-        ::Kernel.raise ConfigError, "#{frame&.path}:#{frame&.lineno}: #{message}"
+        frame = caller_locations.find { |l| l.path != __FILE__ }
+        raise ConfigError, "#{frame&.path}:#{frame&.lineno}: #{message}"
       end
     end
   end

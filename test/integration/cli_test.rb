@@ -1,0 +1,96 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require "open3"
+require "net/http"
+
+class CLITest < Minitest::Test
+  HELLO = "run ->(_env) { [200, { 'content-type' => 'text/plain' }, ['hello']] }\n"
+
+  def narwhal(*args, chdir:)
+    cmd = [RbConfig.ruby, "-I", File.join(Narwhal::ServerProcess::ROOT, "lib"), Narwhal::ServerProcess::EXE, *args]
+    Open3.capture3(*cmd, chdir: chdir)
+  end
+
+  def test_version_and_help
+    Dir.mktmpdir do |dir|
+      out, _, status = narwhal("-v", chdir: dir)
+      assert status.success?
+      assert_equal "narwhal #{Narwhal::VERSION}\n", out
+      out, _, status = narwhal("-h", chdir: dir)
+      assert status.success?
+      assert_match(/--listen ADDR/, out)
+    end
+  end
+
+  def test_bad_config_exits_non_zero_with_file_and_line_and_binds_nothing
+    Dir.mktmpdir do |dir|
+      File.write(File.join(dir, "config.ru"), HELLO)
+      conf = File.join(dir, "bad.rb")
+      File.write(conf, "listen '127.0.0.1:0'\nkeepalive_timeout 'soon'\n")
+      _, err, status = narwhal("-c", conf, chdir: dir)
+      refute status.success?
+      assert_match(/bad.rb:2: keepalive_timeout expects a number/, err)
+      refute_match(/listening on/, err)
+    end
+  end
+
+  def test_unknown_flag_and_missing_rackup_file
+    Dir.mktmpdir do |dir|
+      _, err, status = narwhal("--frobnicate", chdir: dir)
+      refute status.success?
+      assert_match(/invalid option: --frobnicate/, err)
+      _, err, status = narwhal("-l", "127.0.0.1:0", "missing.ru", chdir: dir)
+      refute status.success?
+      assert_match(/missing.ru not found/, err)
+    end
+  end
+
+  def test_serves_on_unix_socket
+    Dir.mktmpdir do |dir|
+      path = File.join(dir, "n.sock")
+      server = Narwhal::ServerProcess.start(app: HELLO, listen: path)
+      sock = UNIXSocket.new(path)
+      sock.write("GET / HTTP/1.0\r\n\r\n")
+      response = sock.read
+      assert_match(%r{\AHTTP/1.1 200 OK\r\n}, response)
+      assert response.end_with?("\r\n\r\nhello")
+    ensure
+      sock&.close
+      server&.stop
+    end
+  end
+
+  def test_quit_finishes_and_exits_zero_and_int_exits
+    server = Narwhal::ServerProcess.start(app: HELLO)
+    assert_equal "hello", Net::HTTP.get(server.host, "/", server.port)
+    server.signal(:QUIT)
+    assert server.wait_exit.success?
+    assert_match(/QUIT received/, server.log)
+
+    server = Narwhal::ServerProcess.start(app: HELLO)
+    server.signal(:INT)
+    server.wait_exit
+    assert_match(/INT received: exiting now/, server.log)
+  ensure
+    server&.stop
+  end
+
+  def test_quit_lets_a_request_in_progress_finish
+    server = Narwhal::ServerProcess.start(app: <<~'RU')
+      run ->(env) { [200, { 'content-type' => 'text/plain' }, ["got #{env['rack.input'].read}"]] }
+    RU
+    c = server.connect
+    c.write("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\nab")
+    wait_until(message: "request in progress") { File.read("/proc/#{server.pid}/net/tcp").include?(" 01 ") }
+    server.signal(:QUIT)
+    c.write("cd")
+    r = c.read_response
+    assert_equal "got abcd", r.body
+    assert_equal "close", r["connection"]
+    assert server.wait_exit.success?
+  ensure
+    c&.close
+    server&.stop
+  end
+end
