@@ -9,7 +9,8 @@ module Narwhal
     DEFAULT_PORT = 8080
 
     def self.run(app, **options)
-      config = Configurator.new(file: options[:config])
+      # options[:config] is rackup's own config.ru, not ours
+      config = Configurator.new(file: ENV["NARWHAL_CONFIG"])
       host = options[:Host] || DEFAULT_HOST
       host = "[#{host}]" if host.include?(":") && !host.start_with?("[")
       config.add_listener("#{host}:#{options[:Port] || DEFAULT_PORT}")
@@ -21,8 +22,7 @@ module Narwhal
     def self.valid_options
       {
         "Host=HOST" => "Hostname to listen on (default: #{DEFAULT_HOST})",
-        "Port=PORT" => "Port to listen on (default: #{DEFAULT_PORT})",
-        "config=FILE" => "Narwhal configuration file"
+        "Port=PORT" => "Port to listen on (default: #{DEFAULT_PORT})"
       }
     end
   end

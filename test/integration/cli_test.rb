@@ -80,10 +80,13 @@ class CLITest < Minitest::Test
     server = Narwhal::ServerProcess.start(app: <<~'RU')
       run ->(env) { [200, { 'content-type' => 'text/plain' }, ["got #{env['rack.input'].read}"]] }
     RU
+    fds = -> { Dir.children("/proc/#{server.pid}/fd").size }
+    baseline = fds.call
     c = server.connect
     c.write("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\nab")
-    wait_until(message: "request in progress") { File.read("/proc/#{server.pid}/net/tcp").include?(" 01 ") }
+    wait_until(message: "connection accepted") { fds.call > baseline }
     server.signal(:QUIT)
+    wait_until(message: "QUIT logged") { server.log.include?("QUIT received") }
     c.write("cd")
     r = c.read_response
     assert_equal "got abcd", r.body
