@@ -67,6 +67,10 @@ module Narwhal
       when Listener then accept(target)
       else target.call
       end
+    rescue StandardError => e
+      # a bug must cost one connection, never the process
+      @server.logger.error("internal error: #{e.class}: #{e.message}\n#{Array(e.backtrace).join("\n")}")
+      drop(target) if target.is_a?(Connection)
     end
 
     def accept(listener)
@@ -80,7 +84,7 @@ module Narwhal
         conn.monitor = monitor
         @connections[conn] = true
         # the request usually arrives with the connection: read it now
-        drop(conn) unless conn.on_readable
+        dispatch(conn)
       end
     rescue Errno::ECONNABORTED, Errno::EPROTO, Errno::EINTR
       nil
