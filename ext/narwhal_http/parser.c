@@ -272,8 +272,9 @@ static int parse_decimal(const char *v, size_t n, uint64_t *out)
   for (i = 0; i < n; i++) {
     unsigned char c = (unsigned char)v[i];
     if (!is_digit(c)) return HTTP_BAD_REQUEST;
+    /* checked before multiplying, so a long digit run can never wrap */
+    if (x > (MAX_SIZE_VALUE - 1 - (uint64_t)(c - '0')) / 10) return HTTP_BAD_REQUEST;
     x = x * 10 + (uint64_t)(c - '0');
-    if (x >= MAX_SIZE_VALUE) return HTTP_BAD_REQUEST;
   }
   *out = x;
   return 0;

@@ -1,5 +1,6 @@
 # frozen_string_literal: true
 
+require "securerandom"
 require "stringio"
 require "tmpdir"
 
@@ -78,13 +79,20 @@ module Narwhal
       @data.clear
     end
 
+    # Binary mode in both cases: rack.input must read ASCII-8BIT strings.
     def open_tempfile
-      file = File.open(Dir.tmpdir, File::RDWR | File::TMPFILE | File::BINARY, 0o600)
+      file = begin
+        File.open(Dir.tmpdir, File::RDWR | File::TMPFILE, 0o600)
+      rescue Errno::EOPNOTSUPP, Errno::EISDIR, Errno::EINVAL, NameError
+        named_tempfile
+      end
       file.binmode
-      file
-    rescue Errno::EOPNOTSUPP, Errno::EISDIR, Errno::EINVAL, NameError
-      path = File.join(Dir.tmpdir, "narwhal-body-#{Process.pid}-#{object_id}")
-      file = File.open(path, File::RDWR | File::CREAT | File::EXCL | File::BINARY, 0o600)
+    end
+
+    # Without O_TMPFILE (macOS, some file systems): a fresh name, unlinked at once.
+    def named_tempfile
+      path = File.join(Dir.tmpdir, "narwhal-body-#{Process.pid}-#{SecureRandom.hex(8)}")
+      file = File.open(path, File::RDWR | File::CREAT | File::EXCL, 0o600)
       File.unlink(path)
       file
     end
