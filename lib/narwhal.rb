@@ -10,6 +10,7 @@ module Narwhal
   class ConfigError < StandardError; end
 
   autoload :CLI, "narwhal/cli"
+  autoload :ClientGone, "narwhal/socket_writer"
   autoload :Configurator, "narwhal/configurator"
   autoload :Connection, "narwhal/connection"
   autoload :ErrorResponse, "narwhal/error_response"
@@ -18,8 +19,9 @@ module Narwhal
   autoload :NullInput, "narwhal/input"
   autoload :OutputStream, "narwhal/output_stream"
   autoload :Reactor, "narwhal/reactor"
-  autoload :RequestBody, "narwhal/request_body"
   autoload :ResponseWriter, "narwhal/response_writer"
   autoload :RackHandler, "narwhal/rack_handler"
   autoload :Server, "narwhal/server"
+  autoload :SocketWriter, "narwhal/socket_writer"
+  autoload :WriteTimeout, "narwhal/socket_writer"
 end

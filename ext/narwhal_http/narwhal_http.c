@@ -9,4 +9,5 @@ void Init_narwhal_http(void)
   nw_init_env_keys();
   nw_init_parser();
   nw_init_response();
+  nw_init_sendfile();
 }

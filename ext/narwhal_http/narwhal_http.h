@@ -19,5 +19,6 @@ VALUE nw_fstring(const char *ptr, long len);
 void nw_init_env_keys(void);
 void nw_init_parser(void);
 void nw_init_response(void);
+void nw_init_sendfile(void);
 
 #endif

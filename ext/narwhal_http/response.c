@@ -162,8 +162,12 @@ static void check_name(VALUE name)
     if (!tchar[p[i]]) rb_raise(eResponseError, "invalid response header name %+"PRIsVALUE, name);
 }
 
-/* Writes one "name: value" line per line of value (Rack 2 joins with "\n"). */
-static void write_value(struct head_ctx *c, VALUE name, VALUE value)
+/*
+ * Writes one "name: value" line per line of value: Rack 2 joins repeated
+ * fields with "\n" (split), Rack 3 gives an Array whose elements must not
+ * contain a line break at all.
+ */
+static void write_value(struct head_ctx *c, VALUE name, VALUE value, int split)
 {
   const unsigned char *p, *start;
   long i, n;
@@ -175,7 +179,7 @@ static void write_value(struct head_ctx *c, VALUE name, VALUE value)
   n = RSTRING_LEN(value);
   start = p;
   for (i = 0; i <= n; i++) {
-    if (i == n || p[i] == '\n') {
+    if (i == n || (p[i] == '\n' && split)) {
       rb_str_buf_cat(c->buf, RSTRING_PTR(name), RSTRING_LEN(name));
       rb_str_buf_cat(c->buf, ": ", 2);
       rb_str_buf_cat(c->buf, (const char *)start, (long)(p + i - start));
@@ -232,18 +236,25 @@ static int each_header(VALUE name, VALUE value, VALUE arg)
     }
     break;
   case 14:
-    if (name_is(name, "content-length", 14)) c->app_length = parse_length(name, value);
+    if (name_is(name, "content-length", 14)) {
+      /* 1xx and 204 have no body and must not announce one (RFC 9110 8.6) */
+      if (c->code < 200 || c->code == 204) return ST_CONTINUE;
+      c->app_length = parse_length(name, value);
+    }
     break;
   case 17:
-    if (name_is(name, "transfer-encoding", 17)) c->has_te = 1;
+    if (name_is(name, "transfer-encoding", 17)) {
+      if (c->code < 200 || c->code == 204) return ST_CONTINUE;
+      c->has_te = 1;
+    }
     break;
   }
 
   if (RB_TYPE_P(value, T_ARRAY)) {
     long i;
-    for (i = 0; i < RARRAY_LEN(value); i++) write_value(c, name, RARRAY_AREF(value, i));
+    for (i = 0; i < RARRAY_LEN(value); i++) write_value(c, name, RARRAY_AREF(value, i), 0);
   } else {
-    write_value(c, name, value);
+    write_value(c, name, value, 1);
   }
   return ST_CONTINUE;
 }
@@ -304,6 +315,8 @@ static VALUE head_write(VALUE self, VALUE buf, VALUE status, VALUE headers, VALU
   StringValue(buf);
   rb_str_modify(buf);
   rb_str_set_len(buf, 0);
+  /* bytes only: header values and body parts may be in any encoding */
+  rb_enc_associate_index(buf, rb_ascii8bit_encindex());
   Check_Type(headers, T_HASH);
 
   memset(&c, 0, sizeof(c));
@@ -381,7 +394,11 @@ static VALUE head_write(VALUE self, VALUE buf, VALUE status, VALUE headers, VALU
 
   if (mode == MODE_DONE && !no_body && !(flags & REQ_HEAD) && RB_TYPE_P(hint, T_ARRAY)) {
     long i;
-    for (i = 0; i < RARRAY_LEN(hint); i++) rb_str_buf_append(buf, RARRAY_AREF(hint, i));
+    for (i = 0; i < RARRAY_LEN(hint); i++) {
+      VALUE part = RARRAY_AREF(hint, i);
+      /* cat, not append: appending would negotiate (and fail on) encodings */
+      rb_str_buf_cat(buf, RSTRING_PTR(part), RSTRING_LEN(part));
+    }
   }
   return INT2FIX(mode);
 }

@@ -24,6 +24,7 @@ module Narwhal
       keepalive_timeout: 5,
       keepalive_requests: 1000,
       client_timeout: 30,
+      write_timeout: 30,
       default_listen: "127.0.0.1:8080"
     }.freeze
 
@@ -55,7 +56,7 @@ module Narwhal
     end
 
     def logger
-      @settings[:logger] ||= Logger.new($stderr)
+      @settings[:logger] ||= Logger.new($stderr, level: Logger::INFO)
     end
 
     private
@@ -135,6 +136,10 @@ module Narwhal
 
       def client_timeout(seconds)
         set_number(:client_timeout, seconds, min: 0.001)
+      end
+
+      def write_timeout(seconds)
+        set_number(:write_timeout, seconds, min: 0.001)
       end
 
       def logger(obj)

@@ -53,7 +53,8 @@ module Narwhal
       @buf = String.new(capacity: READ_SIZE, encoding: Encoding::BINARY)
       @rbuf = String.new(capacity: READ_SIZE, encoding: Encoding::BINARY)
       @off = 0
-      @writer = ResponseWriter.new(io, @logger)
+      @out = SocketWriter.new(io, limits.write_timeout)
+      @writer = ResponseWriter.new(@out, @logger)
       @finished_callbacks = []
       @after_reply = []
       @template = connection_env(server.env_template(listener), listener.remote_addr(io), server.early_hints?)
@@ -156,11 +157,20 @@ module Narwhal
         if @state == IDLE
           @state = HEAD
           @env = @template.dup
+          @idle_deadline = @deadline
           @deadline = now + @client_timeout
         end
         if @state == HEAD
           @off = @parser.execute(@env, @buf, @off)
-          return true unless @parser.head_done?
+          unless @parser.head_done?
+            # only empty lines so far (allowed before a request line, sent by
+            # some clients after a body): the connection is still idle
+            if @off >= @buf.bytesize && !@env.key?(REQUEST_METHOD)
+              @state = IDLE
+              @deadline = @idle_deadline
+            end
+            return true
+          end
 
           start_body
         end
@@ -180,7 +190,7 @@ module Narwhal
         @state = BODY
         @remaining = length
         @input = Input.new(@body_buffer_size)
-        @io.write(CONTINUE) if @parser.expect_continue? && @parser.http11? && @off >= @buf.bytesize
+        @out.write(CONTINUE) if @parser.expect_continue? && @parser.http11? && @off >= @buf.bytesize
       else
         @state = IDLE
       end
@@ -192,6 +202,9 @@ module Narwhal
         @off = @parser.decode_chunked(@env, @buf, @off, @input.sink)
         @input.commit
         done = @parser.body_done?
+        # a read ending inside a chunk-size line leaves it unconsumed; drop
+        # the decoded bytes before it, or @buf would grow with the body
+        discard_consumed unless done
       else
         n = @buf.bytesize - @off
         n = @remaining if n > @remaining
@@ -213,7 +226,7 @@ module Narwhal
       if @off >= @buf.bytesize
         @off = @buf.bytesize
       else
-        @buf = @buf.byteslice(@off, @buf.bytesize - @off)
+        @buf[0, @off] = "" # in place (@buf is binary: indices are bytes)
         @off = 0
       end
     end
@@ -243,8 +256,14 @@ module Narwhal
       @status = status
       @headers = headers
       @writer.write(status, headers, body, flags)
-    rescue IOError, SystemCallError => e
-      @logger.debug { "client went away: #{e.class}: #{e.message}" }
+    rescue WriteTimeout => e
+      @logger.warn("write timeout: #{e.message}, closing (#{env[REQUEST_METHOD]} #{env[PATH_INFO]})")
+      @error = e
+      false
+    rescue ClientGone => e
+      # only failed socket writes: the app's own I/O errors are app errors
+      @logger.debug { "client went away: #{e.message}" }
+      @error = e
       false
     rescue StandardError, ScriptError => e
       log_error(env, e)
@@ -271,16 +290,19 @@ module Narwhal
       @state = IDLE
     end
 
+    # rack.response_finished callables run in reverse order of registration
+    # (Rack 3.1 SPEC) with the app's status and headers (nil when the app
+    # raised) and the error that cut the response short, if any. The lists
+    # are read from env (an app may have replaced ours); ours are shared by
+    # every request on the connection, so they are emptied afterwards.
     def run_callbacks(env)
-      unless @finished_callbacks.empty?
-        status = @error ? nil : @status
-        headers = @error ? nil : @headers
-        @finished_callbacks.each { |cb| safely { cb.call(env, status, headers, @error) } }
-        @finished_callbacks.clear
-      end
-      return if @after_reply.empty?
-
-      @after_reply.each { |cb| safely { cb.call } }
+      finished = env[RESPONSE_FINISHED]
+      finished = @finished_callbacks unless finished.is_a?(Array)
+      finished.reverse_each { |cb| safely { cb.call(env, @status, @headers, @error) } }
+      @finished_callbacks.clear
+      after = env[AFTER_REPLY]
+      after = @after_reply unless after.is_a?(Array)
+      after.each { |cb| safely { cb.call } }
       @after_reply.clear
     end
 
@@ -309,7 +331,7 @@ module Narwhal
     end
 
     def send_error(status)
-      @io.write(ErrorResponse.bytes(status))
+      @out.write(ErrorResponse.bytes(status))
     rescue IOError, SystemCallError
       nil
     end

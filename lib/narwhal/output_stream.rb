@@ -7,17 +7,21 @@ module Narwhal
   class OutputStream
     CRLF = "\r\n"
     LAST_CHUNK = "0\r\n\r\n"
+    # Chunks up to this size go out with their framing in one write.
+    COALESCE_MAX = 16 * 1024
 
     # false when the bytes sent did not match the declared framing
     attr_reader :intact
 
-    def initialize(io, mode, length, logger)
-      @io = io
+    # out: a SocketWriter
+    def initialize(out, mode, length, logger)
+      @out = out
       @mode = mode
       @remaining = length
       @logger = logger
       @intact = true
       @finished = false
+      @chunk = nil
     end
 
     def write(data)
@@ -25,9 +29,9 @@ module Narwhal
       return 0 if data.empty? || @finished
 
       case @mode
-      when ResponseHead::CHUNKED then @io.write(data.bytesize.to_s(16), CRLF, data, CRLF)
+      when ResponseHead::CHUNKED then write_chunk(data)
       when ResponseHead::LENGTH then write_counted(data)
-      else @io.write(data)
+      else @out.write(data)
       end
       data.bytesize
     end
@@ -37,14 +41,15 @@ module Narwhal
       self
     end
 
-    # Sends a file with sendfile(2) where the kernel allows it.
+    # Sends a file (with sendfile(2) where the kernel allows it).
     def copy_file(path)
-      sent = IO.copy_stream(path, @io, @remaining)
-      @remaining -= sent if @remaining
+      # opened outside the writer: a missing file is not the client's doing
+      sent = File.open(path, "rb") { |file| @out.write_file(file, @remaining) }
+      @remaining -= sent
     end
 
     def flush = self
-    def read(*args) = @io.read(*args)
+    def read(*args) = @out.io.read(*args)
     def close_read; end
 
     def close
@@ -61,7 +66,7 @@ module Narwhal
       return @intact if @finished
 
       @finished = true
-      @io.write(LAST_CHUNK) if @mode == ResponseHead::CHUNKED
+      @out.write(LAST_CHUNK) if @mode == ResponseHead::CHUNKED
       if @mode == ResponseHead::LENGTH && @remaining.positive?
         @logger.error("response body shorter than content-length by #{@remaining} bytes; closing connection")
         @intact = false
@@ -71,17 +76,30 @@ module Narwhal
 
     private
 
+    def write_chunk(data)
+      size = data.bytesize.to_s(16)
+      if data.bytesize > COALESCE_MAX
+        @out.write(size << CRLF)
+        @out.write(data)
+        @out.write(CRLF)
+      else
+        chunk = (@chunk ||= String.new(capacity: 256, encoding: Encoding::BINARY))
+        chunk.clear.force_encoding(Encoding::BINARY) # data may have left its encoding
+        @out.write(chunk << size << CRLF << data << CRLF)
+      end
+    end
+
     def write_counted(data)
       if data.bytesize > @remaining
         unless @remaining.negative?
           @logger.error("response body longer than content-length; extra bytes dropped, closing connection")
-          @io.write(data.byteslice(0, @remaining)) if @remaining.positive?
+          @out.write(data.byteslice(0, @remaining)) if @remaining.positive?
         end
         @remaining = -1
         @intact = false
         return
       end
-      @io.write(data)
+      @out.write(data)
       @remaining -= data.bytesize
     end
   end

@@ -9,8 +9,9 @@ module Narwhal
     # true once any byte of the current response went to the socket
     attr_reader :started
 
-    def initialize(io, logger)
-      @io = io
+    # out: the connection's SocketWriter
+    def initialize(out, logger)
+      @out = out
       @logger = logger
       @head = ResponseHead.new
       @buf = String.new(capacity: 4096, encoding: Encoding::BINARY)
@@ -22,14 +23,19 @@ module Narwhal
     def write(status, headers, body, flags)
       @started = false
       headers = to_hash(headers) unless headers.is_a?(Hash)
-      hint, path = body_hint(body)
+      path = nil
+      if body.respond_to?(:to_ary)
+        hint = body.to_ary
+      elsif (path = file_path(body))
+        hint = File.size(path)
+      end
       mode = @head.write(@buf, status, headers, hint, flags)
       @started = true
-      @io.write(@buf)
+      @out.write(@buf)
       case mode
       when ResponseHead::DONE then return @head.keepalive?
       when ResponseHead::HIJACK
-        @head.hijack.call(@io)
+        @head.hijack.call(@out.io)
         return HIJACKED
       end
       write_body(body, mode, hint, path) && @head.keepalive?
@@ -38,13 +44,13 @@ module Narwhal
     # 103 Early Hints (rack.early_hints)
     def early_hints(headers)
       @head.write(@buf, 103, headers, nil, ResponseHead::REQ_HTTP11 | ResponseHead::REQ_KEEPALIVE)
-      @io.write(@buf)
+      @out.write(@buf)
     end
 
     private
 
     def write_body(body, mode, hint, path)
-      stream = OutputStream.new(@io, mode, @head.content_length, @logger)
+      stream = OutputStream.new(@out, mode, @head.content_length, @logger)
       if path && mode == ResponseHead::LENGTH && hint == @head.content_length
         stream.copy_file(path)
       elsif hint.is_a?(Array)
@@ -57,13 +63,12 @@ module Narwhal
       stream.finish
     end
 
-    def body_hint(body)
-      return [body.to_ary, nil] if body.respond_to?(:to_ary)
+    # A readable regular file behind a to_path body, or nil.
+    def file_path(body)
+      return unless body.respond_to?(:to_path)
 
-      if body.respond_to?(:to_path) && (path = body.to_path) && (size = File.size?(path))
-        return [size, path]
-      end
-      [nil, nil]
+      path = body.to_path
+      path if path && File.file?(path)
     end
 
     def to_hash(headers)

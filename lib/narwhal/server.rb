@@ -6,7 +6,7 @@ module Narwhal
   class Server
     Limits = Struct.new(:body_buffer_size, :max_body_size, :max_request_line, :max_header_size,
                         :max_header_fields, :keepalive_timeout, :keepalive_requests, :client_timeout,
-                        keyword_init: true)
+                        :write_timeout, keyword_init: true)
 
     SIGNALS = %w[QUIT INT TERM].freeze
 
@@ -20,7 +20,8 @@ module Narwhal
         body_buffer_size: config[:client_body_buffer_size], max_body_size: config[:client_max_body_size],
         max_request_line: config[:max_request_line], max_header_size: config[:max_header_size],
         max_header_fields: config[:max_header_fields], keepalive_timeout: config[:keepalive_timeout],
-        keepalive_requests: config[:keepalive_requests], client_timeout: config[:client_timeout]
+        keepalive_requests: config[:keepalive_requests], client_timeout: config[:client_timeout],
+        write_timeout: config[:write_timeout]
       ).freeze
       @running = true
       @listeners = []

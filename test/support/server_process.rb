@@ -59,6 +59,18 @@ module Narwhal
       File.exist?(@log_path) ? File.read(@log_path) : ""
     end
 
+    # Sockets and served files the process holds open: what a leaked client
+    # connection would leave behind. Other descriptors (Ruby's own pipes,
+    # eventfds, the log) come and go with start-up and are not counted.
+    def connection_fds
+      Dir.children("/proc/#{pid}/fd").count do |fd|
+        target = File.readlink("/proc/#{pid}/fd/#{fd}")
+        target.start_with?("socket:") || target.end_with?(".bin", "(deleted)")
+      rescue SystemCallError
+        false
+      end
+    end
+
     def exited?
       return true if @status
 
