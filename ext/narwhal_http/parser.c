@@ -420,11 +420,13 @@ static int finish_head(nw_parser *p)
 
 /*
  * Finds the next complete line at off. Returns its length without CRLF and
- * sets *total to the bytes it occupies, or returns SIZE_MAX when the line is
+ * sets *total to the bytes it occupies, or returns NO_LINE when the line is
  * incomplete (p->scanned remembers how far we looked). A line whose LF has
- * no CR before it yields *total == 0 (bare LF).
+ * no CR before it returns BARE_LF; *total is still set, so that size limits
+ * are applied before the framing error, whatever way the bytes arrived.
  */
 #define NO_LINE SIZE_MAX
+#define BARE_LF (SIZE_MAX - 1)
 static size_t next_line(nw_parser *p, const char *buf, size_t len, size_t off, size_t *total)
 {
   size_t from = off + p->scanned, line;
@@ -435,11 +437,8 @@ static size_t next_line(nw_parser *p, const char *buf, size_t len, size_t off, s
   }
   p->scanned = 0;
   line = (size_t)(lf - (buf + off));
-  if (line == 0 || buf[off + line - 1] != '\r') {
-    *total = 0;
-    return 0;
-  }
   *total = line + 1;
+  if (line == 0 || buf[off + line - 1] != '\r') return BARE_LF;
   return line - 1;
 }
 
@@ -458,12 +457,11 @@ size_t nw_parse_head(nw_parser *p, const char *buf, size_t len, size_t off)
       }
       return off;
     }
-    if (total == 0) return fail(p, HTTP_BAD_REQUEST);
-
     if (p->state == NW_S_REQUEST_LINE) {
       p->request_line_bytes += total;
       if (p->request_line_bytes > p->max_request_line)
         return fail(p, HTTP_URI_TOO_LONG);
+      if (n == BARE_LF) return fail(p, HTTP_BAD_REQUEST);
       /* empty lines before a request line are ignored (RFC 9112 section 2.2) */
       if (n > 0) {
         if ((st = parse_request_line(p, buf + off, n))) return fail(p, st);
@@ -472,6 +470,7 @@ size_t nw_parse_head(nw_parser *p, const char *buf, size_t len, size_t off)
     } else {
       p->header_bytes += total;
       if (p->header_bytes > p->max_header_size) return fail(p, HTTP_FIELDS_TOO_LARGE);
+      if (n == BARE_LF) return fail(p, HTTP_BAD_REQUEST);
       if (n == 0) {
         if ((st = finish_head(p))) return fail(p, st);
         p->state = (p->flags & NW_F_CHUNKED) ? NW_S_CHUNK_SIZE : NW_S_HEAD_DONE;
@@ -566,9 +565,8 @@ size_t nw_parse_chunked(nw_parser *p, const char *buf, size_t len, size_t off)
           return fail(p, HTTP_FIELDS_TOO_LARGE);
         return off;
       }
-      if (total == 0) return fail(p, HTTP_BAD_REQUEST);
       if (p->state == NW_S_CHUNK_SIZE) {
-        if (total > NW_MAX_CHUNK_LINE) return fail(p, HTTP_BAD_REQUEST);
+        if (total > NW_MAX_CHUNK_LINE || n == BARE_LF) return fail(p, HTTP_BAD_REQUEST);
         if ((st = parse_chunk_size_line(buf + off, n, &p->chunk_remaining)))
           return fail(p, st);
         if (p->max_body_size &&
@@ -578,6 +576,7 @@ size_t nw_parse_chunked(nw_parser *p, const char *buf, size_t len, size_t off)
       } else {
         p->header_bytes += total;
         if (p->header_bytes > p->max_header_size) return fail(p, HTTP_FIELDS_TOO_LARGE);
+        if (n == BARE_LF) return fail(p, HTTP_BAD_REQUEST);
         if (n == 0) {
           p->state = NW_S_BODY_DONE;
           return off + total;
