@@ -2,6 +2,7 @@
 
 require "narwhal/version"
 require "narwhal_http/narwhal_http"
+require "fcntl"
 
 # A pre-forking Rack HTTP server: Unicorn's process model with threads,
 # keep-alive and slow-client protection.
@@ -16,12 +17,19 @@ module Narwhal
   autoload :ErrorResponse, "narwhal/error_response"
   autoload :Input, "narwhal/input"
   autoload :Listener, "narwhal/listener"
+  autoload :LogReopener, "narwhal/log_reopener"
+  autoload :Master, "narwhal/master"
   autoload :NullInput, "narwhal/input"
   autoload :OutputStream, "narwhal/output_stream"
   autoload :Reactor, "narwhal/reactor"
   autoload :ResponseWriter, "narwhal/response_writer"
+  autoload :PidFile, "narwhal/pid_file"
+  autoload :AppBuilder, "narwhal/app_builder"
   autoload :RackHandler, "narwhal/rack_handler"
   autoload :Server, "narwhal/server"
   autoload :SocketWriter, "narwhal/socket_writer"
   autoload :WriteTimeout, "narwhal/socket_writer"
+  autoload :Worker, "narwhal/worker"
+  autoload :WorkerProcess, "narwhal/worker_process"
+  autoload :Daemon, "narwhal/daemon"
 end

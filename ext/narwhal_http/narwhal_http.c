@@ -10,4 +10,5 @@ void Init_narwhal_http(void)
   nw_init_parser();
   nw_init_response();
   nw_init_sendfile();
+  nw_init_scoreboard();
 }

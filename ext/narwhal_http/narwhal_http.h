@@ -20,5 +20,6 @@ void nw_init_env_keys(void);
 void nw_init_parser(void);
 void nw_init_response(void);
 void nw_init_sendfile(void);
+void nw_init_scoreboard(void);
 
 #endif

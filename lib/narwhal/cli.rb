@@ -16,15 +16,21 @@ module Narwhal
       @port = nil
       @config_file = nil
       @requires = []
+      @daemonize = false
+      @default_middleware = true
     end
 
     def run
       parse_options
       config = Configurator.new(file: @config_file)
       listen_flags.each { |addr| config.add_listener(addr) }
-      app = load_app(@argv.first || "config.ru")
-      Server.new(app, config).run
-      0
+      builder = AppBuilder.new(File.expand_path(@argv.first || "config.ru"), requires: @requires,
+                               default_middleware: @default_middleware && config[:default_middleware])
+      # fail before forking anything when the rackup file is missing
+      raise ArgumentError, "rackup file #{builder.path} not found" unless File.exist?(builder.path)
+
+      daemon = Daemon.daemonize if @daemonize
+      boot(config, builder, daemon)
     rescue ConfigError, OptionParser::ParseError => e
       warn "narwhal: #{e.message}"
       1
@@ -35,11 +41,22 @@ module Narwhal
 
     private
 
+    def boot(config, builder, daemon)
+      master = Master.new(config, builder, daemon: daemon)
+      master.start
+      master.join
+    rescue Exception => e # rubocop:disable Lint/RescueException
+      daemon&.failed("#{e.class}: #{e.message}")
+      raise
+    end
+
     def parse_options
       OptionParser.new do |o|
         o.banner = "Usage: narwhal [options] [config.ru]"
-        o.on("-c", "--config-file FILE", "configuration file (Ruby DSL)") { |f| @config_file = f }
+        o.on("-c", "--config-file FILE", "configuration file (Ruby DSL)") { |f| @config_file = File.expand_path(f) }
         o.on("-E", "--env RACK_ENV", "RACK_ENV (default: development)") { |e| ENV["RACK_ENV"] = e }
+        o.on("-D", "--daemonize", "run in the background") { @daemonize = true }
+        o.on("-N", "--no-default-middleware", "no middleware added for RACK_ENV") { @default_middleware = false }
         o.on("-l", "--listen ADDR", "host:port, :port or a Unix socket path (repeatable)") { |a| @listen << a }
         o.on("-o", "--host HOST", "listen on HOST (default 127.0.0.1)") { |h| @host = h }
         o.on("-p", "--port PORT", Integer, "listen on PORT (default 8080)") { |p| @port = p }
@@ -65,16 +82,6 @@ module Narwhal
       list = @listen.dup
       list << "#{@host || '127.0.0.1'}:#{@port || 8080}" if @host || @port
       list
-    end
-
-    def load_app(path)
-      @requires.each { |lib| require lib }
-      raise ArgumentError, "rackup file #{path} not found" unless File.exist?(path)
-
-      require "rack"
-      require "rack/builder"
-      app = Rack::Builder.parse_file(path)
-      app.is_a?(Array) ? app.first : app # Rack 2 returns [app, options]
     end
   end
 end

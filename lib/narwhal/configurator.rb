@@ -12,9 +12,37 @@ module Narwhal
     MIB = 1024 * KIB
     GIB = 1024 * MIB
 
+    # Unicorn's hook defaults: no-ops, except that a reaped worker is logged.
+    NOOP_HOOK = ->(*) {}
+    LOG_EXIT_HOOK = lambda do |server, worker, status|
+      message = "reaped #{status.inspect} worker=#{worker.nr}"
+      status.success? ? server.logger.info(message) : server.logger.error(message)
+    end
+    HOOKS = { before_fork: 2, after_fork: 2, after_worker_ready: 2, after_worker_exit: 3, before_exec: 1 }.freeze
+    HOOK_ARGS = { before_fork: "|server, worker|", after_fork: "|server, worker|",
+                  after_worker_ready: "|server, worker|", after_worker_exit: "|server, worker, status|",
+                  before_exec: "|server|" }.freeze
+
     DEFAULTS = {
       listeners: [],
       logger: nil,
+      worker_processes: 1,
+      timeout: 60,
+      preload_app: false,
+      before_fork: NOOP_HOOK,
+      after_fork: NOOP_HOOK,
+      after_worker_ready: NOOP_HOOK,
+      after_worker_exit: LOG_EXIT_HOOK,
+      before_exec: NOOP_HOOK,
+      pid: nil,
+      stderr_path: nil,
+      stdout_path: nil,
+      working_directory: nil,
+      user: nil,
+      rewindable_input: true,
+      check_client_connection: false,
+      default_middleware: true,
+      worker_exec: false,
       early_hints: false,
       client_body_buffer_size: 112 * KIB,
       client_max_body_size: 1 * GIB,
@@ -28,7 +56,7 @@ module Narwhal
       default_listen: "127.0.0.1:8080"
     }.freeze
 
-    attr_reader :settings
+    attr_reader :settings, :file
 
     def initialize(file: nil)
       @settings = DEFAULTS.dup
@@ -41,7 +69,7 @@ module Narwhal
       @settings.fetch(key)
     end
 
-    LISTEN_OPTIONS = %i[backlog].freeze
+    LISTEN_OPTIONS = %i[backlog rcvbuf sndbuf tcp_nodelay tcp_nopush ipv6only reuseport umask tries delay].freeze
 
     # Adds a listen address (the later options win for a repeated one).
     def add_listener(address, options = {})
@@ -92,10 +120,81 @@ module Narwhal
         check(options.is_a?(Hash), "listen options must be a Hash")
         unknown = options.keys - LISTEN_OPTIONS
         check(unknown.empty?, "unsupported listen option(s) #{unknown.inspect}")
-        if options.key?(:backlog)
-          check(options[:backlog].is_a?(Integer) && options[:backlog] > 0, "backlog expects a positive Integer")
+        problem = Listener.option_problem(options)
+        check(problem.nil?, "listen #{problem}")
+        begin
+          Listener.parse(address)
+        rescue ArgumentError => e
+          fail_at(e.message)
         end
         @config.add_listener(address.to_s, options)
+      end
+
+      def worker_processes(count)
+        set_integer(:worker_processes, count, min: 1)
+      end
+
+      def timeout(seconds)
+        set_number(:timeout, seconds, min: 0.001)
+      end
+
+      def preload_app(bool)
+        set_boolean(:preload_app, bool)
+      end
+
+      HOOKS.each do |name, arity|
+        define_method(name) do |callable = nil, &block|
+          hook = callable || block
+          check(hook.respond_to?(:call), "#{name} expects a block or a callable")
+          # Unicorn's rule: a Proc must take exactly the hook's arguments
+          if hook.is_a?(Proc) && hook.arity >= 0 && hook.arity != arity
+            fail_at("#{name} has invalid arity #{hook.arity} (needs #{arity}: #{HOOK_ARGS.fetch(name)})")
+          end
+          @config.settings[name] = hook
+        end
+      end
+
+      def pid(path)
+        set_path(:pid, path)
+      end
+
+      def stderr_path(path)
+        set_path(:stderr_path, path)
+      end
+
+      def stdout_path(path)
+        set_path(:stdout_path, path)
+      end
+
+      def working_directory(path)
+        check(path.is_a?(String), "working_directory expects a path String")
+        dir = File.expand_path(path)
+        check(File.directory?(dir), "working_directory #{dir} is not a directory")
+        @config.settings[:working_directory] = dir
+        # like Unicorn, later relative paths are relative to it
+        @base_dir = dir
+      end
+
+      def user(user, group = nil)
+        check(user.is_a?(String), "user expects a user name String")
+        check(group.nil? || group.is_a?(String), "user expects a group name String or nil")
+        @config.settings[:user] = [user, group]
+      end
+
+      def rewindable_input(bool)
+        set_boolean(:rewindable_input, bool)
+      end
+
+      def check_client_connection(bool)
+        set_boolean(:check_client_connection, bool)
+      end
+
+      def default_middleware(bool)
+        set_boolean(:default_middleware, bool)
+      end
+
+      def worker_exec(bool)
+        set_boolean(:worker_exec, bool)
       end
 
       def early_hints(bool)
@@ -170,6 +269,11 @@ module Narwhal
       def set_number(key, value, min:)
         check(value.is_a?(Numeric) && value >= min, "#{key} expects a number >= #{min}, got #{value.inspect}")
         @config.settings[key] = value
+      end
+
+      def set_path(key, path)
+        check(path.nil? || path.is_a?(String), "#{key} expects a path String or nil")
+        @config.settings[key] = path && File.expand_path(path, @base_dir || Dir.pwd)
       end
 
       def check(ok, message)

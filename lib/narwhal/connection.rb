@@ -47,6 +47,8 @@ module Narwhal
       @keepalive_timeout = limits.keepalive_timeout
       @keepalive_requests = limits.keepalive_requests
       @client_timeout = limits.client_timeout
+      @scoreboard = server.scoreboard
+      @slot = server.slot
       @parser = HttpParser.new
       @parser.configure(limits.max_request_line, limits.max_header_size,
                         limits.max_header_fields, limits.max_body_size)
@@ -240,8 +242,13 @@ module Narwhal
       keepalive = @parser.keepalive? && @requests < @keepalive_requests && @server.running?
       flags = (@parser.http11? ? REQ_HTTP11 : 0) | (keepalive ? REQ_KEEPALIVE : 0)
       flags |= REQ_HEAD if env[REQUEST_METHOD] == HEAD_METHOD
-      keep = respond(env, flags)
-      finish_request(env)
+      @scoreboard.request_started(@slot) # the master's `timeout` clock
+      begin
+        keep = respond(env, flags)
+        finish_request(env)
+      ensure
+        @scoreboard.request_finished(@slot)
+      end
       return detach if keep == ResponseWriter::HIJACKED || @hijacked
       return close unless keep
 

@@ -3,11 +3,16 @@
 require "socket"
 
 module Narwhal
-  # One bound listen socket (TCP or Unix) and the env defaults that requests
-  # accepted on it start from.
+  # One listen socket (TCP or Unix), bound here or inherited from a parent
+  # process, and the env defaults that requests accepted on it start from.
   class Listener
     DEFAULT_BACKLOG = 1024
+    DEFAULT_TRIES = 5
+    DEFAULT_DELAY = 0.5
     UNIX_REMOTE_ADDR = "127.0.0.1"
+    BOOLEAN_OPTIONS = %i[tcp_nodelay tcp_nopush ipv6only reuseport].freeze
+    # TCP_CORK on Linux; Ruby names it only where the platform has it
+    TCP_CORK = Socket.const_defined?(:TCP_CORK) ? Socket::TCP_CORK : nil
 
     attr_reader :io, :address
 
@@ -25,11 +30,57 @@ module Narwhal
       end
     end
 
-    def initialize(address, options = {})
-      @kind, host_or_path, port = self.class.parse(address)
-      backlog = options.fetch(:backlog, DEFAULT_BACKLOG)
-      @io = @kind == :unix ? bind_unix(File.expand_path(host_or_path)) : bind_tcp(host_or_path, port)
-      @io.listen(backlog)
+    # The canonical form of an address, as #address reports it, so that a
+    # configured address can be matched with an inherited socket.
+    def self.expand_addr(address)
+      kind, host, port = parse(address)
+      return File.expand_path(host) if kind == :unix
+
+      host = Addrinfo.ip(host).ip_address if host !~ /\A[\d.:a-fA-F]+\z/
+      host.include?(":") ? "[#{host}]:#{port}" : "#{host}:#{port}"
+    rescue SocketError
+      "#{host}:#{port}"
+    end
+
+    # nil when the listen options are valid, else what is wrong with them.
+    def self.option_problem(options)
+      options.each do |key, value|
+        ok = case key
+             when :backlog, :rcvbuf, :sndbuf then value.is_a?(Integer) && value.positive?
+             when :umask then value.is_a?(Integer) && value >= 0
+             when :tries then value.is_a?(Integer) && (value >= 0 || value == -1)
+             when :delay then value.is_a?(Numeric) && value >= 0
+             when *BOOLEAN_OPTIONS then [true, false].include?(value)
+             else true
+             end
+        return "option #{key}: invalid value #{value.inspect}" unless ok
+      end
+      nil
+    end
+
+    # Wraps an inherited listening socket (NARWHAL_FD, UNICORN_FD, systemd).
+    def self.inherit(fd)
+      io = Socket.for_fd(fd)
+      io.autoclose = true
+      family = io.local_address.afamily
+      io = family == Socket::AF_UNIX ? UNIXServer.for_fd(io.fileno) : TCPServer.for_fd(io.fileno)
+      new(nil, {}, nil, io: io)
+    end
+
+    # Binds address (or wraps io), retrying EADDRINUSE `tries` times
+    # `delay` seconds apart (tries -1: until it succeeds).
+    def initialize(address, options = {}, logger = nil, io: nil)
+      @options = options
+      if io
+        @io = io
+        @kind = io.local_address.afamily == Socket::AF_UNIX ? :unix : :tcp
+      else
+        @kind, host_or_path, port = self.class.parse(address)
+        @io = with_retries(address, logger) do
+          @kind == :unix ? bind_unix(File.expand_path(host_or_path)) : bind_tcp(host_or_path, port)
+        end
+        @io.listen(options.fetch(:backlog, DEFAULT_BACKLOG))
+      end
       @address = describe
     end
 
@@ -59,34 +110,77 @@ module Narwhal
       @io.accept_nonblock(exception: false)
     end
 
-    def close
-      path = unix? ? @io.path : nil
+    # unlink: false keeps a Unix socket's file, for a process that inherited
+    # the socket and still serves it.
+    def close(unlink: true)
+      path = unix? && unlink ? @io.path : nil
       @io.close unless @io.closed?
       File.unlink(path) if path && File.socket?(path)
-    rescue SystemCallError
+    rescue SystemCallError, IOError
       nil
     end
 
     private
 
     def describe
-      return @io.path if unix?
+      return File.expand_path(@io.path) if unix?
 
       addr = @io.local_address
       addr.ipv6? ? "[#{addr.ip_address}]:#{addr.ip_port}" : "#{addr.ip_address}:#{addr.ip_port}"
     end
 
+    def with_retries(address, logger)
+      tries = @options.fetch(:tries, DEFAULT_TRIES)
+      delay = @options.fetch(:delay, DEFAULT_DELAY)
+      attempt = 0
+      begin
+        yield
+      rescue Errno::EADDRINUSE
+        attempt += 1
+        raise if tries != -1 && attempt > tries
+
+        logger&.error("#{address} in use, retrying in #{delay}s (attempt #{attempt})")
+        sleep(delay)
+        retry
+      end
+    end
+
     def bind_tcp(host, port)
-      sock = TCPServer.new(host, port)
-      # accepted sockets inherit this: responses written in parts must not
-      # wait for delayed ACKs
-      sock.setsockopt(Socket::IPPROTO_TCP, Socket::TCP_NODELAY, 1)
-      sock
+      addr = Addrinfo.tcp(host, port)
+      sock = Socket.new(addr.afamily, Socket::SOCK_STREAM, 0)
+      sock.setsockopt(Socket::SOL_SOCKET, Socket::SO_REUSEADDR, 1)
+      sock.setsockopt(Socket::SOL_SOCKET, Socket::SO_REUSEPORT, 1) if @options[:reuseport]
+      if addr.ipv6? && @options.key?(:ipv6only)
+        sock.setsockopt(Socket::IPPROTO_IPV6, Socket::IPV6_V6ONLY, @options[:ipv6only] ? 1 : 0)
+      end
+      apply_buffers(sock)
+      # on by default: responses written in parts must not wait for delayed ACKs
+      sock.setsockopt(Socket::IPPROTO_TCP, Socket::TCP_NODELAY, @options.fetch(:tcp_nodelay, true) ? 1 : 0)
+      sock.setsockopt(Socket::IPPROTO_TCP, TCP_CORK, 1) if @options[:tcp_nopush] && TCP_CORK
+      sock.bind(addr)
+      server = TCPServer.for_fd(sock.fileno)
+      sock.autoclose = false
+      server
+    rescue StandardError
+      sock&.close unless sock&.closed?
+      raise
+    end
+
+    def apply_buffers(sock)
+      sock.setsockopt(Socket::SOL_SOCKET, Socket::SO_RCVBUF, @options[:rcvbuf]) if @options[:rcvbuf]
+      sock.setsockopt(Socket::SOL_SOCKET, Socket::SO_SNDBUF, @options[:sndbuf]) if @options[:sndbuf]
     end
 
     def bind_unix(path)
       remove_stale_socket(path)
-      UNIXServer.new(path)
+      old_umask = File.umask(@options.fetch(:umask, 0))
+      begin
+        server = UNIXServer.new(path)
+      ensure
+        File.umask(old_umask)
+      end
+      apply_buffers(server)
+      server
     end
 
     # A socket file left by a dead server is replaced; a live one is an error.

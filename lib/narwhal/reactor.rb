@@ -32,6 +32,10 @@ module Narwhal
       @selector.register(io, :r).value = block
     end
 
+    def unwatch(io)
+      @selector.deregister(io)
+    end
+
     def connection_count
       @connections.size
     end

@@ -1,18 +1,26 @@
 # frozen_string_literal: true
 
 module Narwhal
-  # A single serving process: binds the listeners, runs the reactor, and
-  # handles the shutdown signals (QUIT graceful, INT/TERM immediate).
+  # What one serving process runs: the reactor over the listeners, the app,
+  # the limits every connection applies, and the shutdown signals (QUIT
+  # graceful, INT/TERM immediate, USR1 reopen logs).
+  #
+  # A worker runs one of these after the master forks it; `rackup -s
+  # narwhal` runs one on its own (standalone: it binds its listeners itself).
   class Server
     Limits = Struct.new(:body_buffer_size, :max_body_size, :max_request_line, :max_header_size,
                         :max_header_fields, :keepalive_timeout, :keepalive_requests, :client_timeout,
                         :write_timeout, keyword_init: true)
 
-    SIGNALS = %w[QUIT INT TERM].freeze
+    SIGNALS = %w[QUIT INT TERM USR1].freeze
 
-    attr_reader :app, :logger, :limits, :listeners
+    attr_reader :app, :logger, :limits, :listeners, :scoreboard, :slot
 
-    def initialize(app, config)
+    # listeners: already bound Listener objects (a worker's), or nil to bind
+    # the configured addresses. scoreboard/slot: where request start times
+    # go for the master's timeout; master_pipe: readable at EOF when the
+    # master is gone.
+    def initialize(app, config, listeners: nil, scoreboard: nil, slot: 0, master_pipe: nil, ready: nil)
       @app = app
       @config = config
       @logger = config.logger
@@ -24,7 +32,12 @@ module Narwhal
         write_timeout: config[:write_timeout]
       ).freeze
       @running = true
-      @listeners = []
+      @standalone = listeners.nil?
+      @listeners = listeners || []
+      @scoreboard = scoreboard || Scoreboard.new(1)
+      @slot = slot
+      @master_pipe = master_pipe
+      @ready = ready
       @templates = {}
       @signals = []
     end
@@ -55,15 +68,15 @@ module Narwhal
     end
 
     def run
-      bind if @listeners.empty?
+      bind if @standalone && @listeners.empty?
       @reactor = Reactor.new(self)
       @listeners.each { |l| @reactor.add_listener(l) }
       install_signals
-      @logger.info("narwhal #{VERSION} serving pid=#{Process.pid}")
+      @reactor.watch(@master_pipe) { master_gone } if @master_pipe
+      @ready ? @ready.call : @logger.info("narwhal #{VERSION} serving pid=#{Process.pid}")
       @reactor.run
-      @logger.info("exiting pid=#{Process.pid}")
     ensure
-      @listeners.each(&:close)
+      @listeners.each(&:close) if @standalone
       restore_signals
     end
 
@@ -75,7 +88,7 @@ module Narwhal
         "rack.errors" => $stderr,
         "rack.input" => NullInput::INSTANCE,
         "rack.multithread" => false,
-        "rack.multiprocess" => false,
+        "rack.multiprocess" => @config[:worker_processes].to_i > 1,
         "rack.run_once" => false,
         "rack.url_scheme" => "http",
         "rack.hijack?" => true,
@@ -95,6 +108,8 @@ module Narwhal
       @previous = SIGNALS.to_h do |sig|
         [sig, trap(sig) { @signals << sig; wake }]
       end
+      # INT/TERM stop at once, even inside a request (as Unicorn's workers)
+      %w[INT TERM].each { |sig| @previous[sig] = trap(sig) { quick_exit } } unless @standalone
     end
 
     def restore_signals
@@ -110,15 +125,38 @@ module Narwhal
     def handle_signals
       @wake_r.read_nonblock(64, exception: false)
       while (sig = @signals.shift)
-        @running = false
-        if sig == "QUIT"
-          @logger.info("QUIT received: finishing requests in progress")
-          @reactor.stop_accepting
+        case sig
+        when "USR1" then reopen_logs
+        when "QUIT" then graceful_stop("QUIT received: finishing requests in progress")
         else
+          @running = false
           @logger.info("#{sig} received: exiting now")
           @reactor.close_all
         end
       end
+    end
+
+    def quick_exit
+      exit!(0)
+    end
+
+    def graceful_stop(message)
+      return unless @running # the master repeats QUIT until we are gone
+
+      @running = false
+      @logger.info(message)
+      @reactor.stop_accepting
+    end
+
+    # The pipe's write end lives only in the master: EOF means it died.
+    def master_gone
+      @reactor.unwatch(@master_pipe)
+      graceful_stop("master is gone: finishing requests in progress, then exiting")
+    end
+
+    def reopen_logs
+      count = LogReopener.reopen($stderr => @config[:stderr_path], $stdout => @config[:stdout_path])
+      @logger.info("reopened #{count} log file(s)")
     end
   end
 end

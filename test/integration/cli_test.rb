@@ -71,7 +71,7 @@ class CLITest < Minitest::Test
     server = Narwhal::ServerProcess.start(app: HELLO)
     server.signal(:INT)
     server.wait_exit
-    assert_match(/INT received: exiting now/, server.log)
+    assert_match(/INT received: stopping now/, server.log)
   ensure
     server&.stop
   end
@@ -80,7 +80,7 @@ class CLITest < Minitest::Test
     server = Narwhal::ServerProcess.start(app: <<~'RU')
       run ->(env) { [200, { 'content-type' => 'text/plain' }, ["got #{env['rack.input'].read}"]] }
     RU
-    fds = -> { Dir.children("/proc/#{server.pid}/fd").size }
+    fds = -> { server.connection_fds }
     baseline = fds.call
     c = server.connect
     c.write("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\nab")

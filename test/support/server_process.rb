@@ -9,6 +9,7 @@ module Narwhal
     ROOT = File.expand_path("../..", __dir__)
     EXE = File.join(ROOT, "exe", "narwhal")
     LISTEN_LINE = /listening on addr=(\S+) fd=/
+    READY_LINE = /worker=\d+ ready pid=\d+/
 
     attr_reader :pid, :dir, :log_path
 
@@ -19,7 +20,9 @@ module Narwhal
       @log_path = File.join(@dir, "server.log")
       ru = File.join(@dir, "config.ru")
       File.write(ru, lint ? "require 'rack/lint'\nuse Rack::Lint\n#{app}" : app)
-      argv = [RbConfig.ruby, "-I", File.join(ROOT, "lib"), EXE, "-l", listen]
+      # -N: the tests' own Rack::Lint is the only middleware (a second Lint
+      # from development's defaults breaks on to_ary bodies)
+      argv = [RbConfig.ruby, "-I", File.join(ROOT, "lib"), EXE, "-N", "-l", listen]
       if config
         File.write(File.join(@dir, "narwhal.conf.rb"), config)
         argv += ["-c", File.join(@dir, "narwhal.conf.rb")]
@@ -29,15 +32,16 @@ module Narwhal
       @pid = Process.spawn(env, *argv, chdir: @dir, out: @log_path, err: @log_path, pgroup: true)
     end
 
-    def self.start(**kw)
+    def self.start(workers: 1, **kw)
       server = new(**kw)
-      server.wait_ready
+      server.wait_ready(workers: workers)
       server
     end
 
-    def wait_ready(timeout: 15)
+    # Waits until the master listens and `workers` workers said they are ready.
+    def wait_ready(timeout: 15, workers: 1)
       deadline = now + timeout
-      until (m = log.match(LISTEN_LINE)) && log.include?("serving pid=")
+      until (m = log.match(LISTEN_LINE)) && log.scan(READY_LINE).size >= workers
         raise "narwhal exited early:\n#{log}" if exited?
         raise "narwhal did not start in #{timeout}s:\n#{log}" if now > deadline
 
@@ -62,13 +66,29 @@ module Narwhal
     # Sockets and served files the process holds open: what a leaked client
     # connection would leave behind. Other descriptors (Ruby's own pipes,
     # eventfds, the log) come and go with start-up and are not counted.
+    # Counted in the workers, which hold the connections.
     def connection_fds
-      Dir.children("/proc/#{pid}/fd").count do |fd|
-        target = File.readlink("/proc/#{pid}/fd/#{fd}")
-        target.start_with?("socket:") || target.end_with?(".bin", "(deleted)")
+      worker_pids.sum do |wpid|
+        Dir.children("/proc/#{wpid}/fd").count do |fd|
+          target = File.readlink("/proc/#{wpid}/fd/#{fd}")
+          target.start_with?("socket:") || target.end_with?(".bin", "(deleted)")
+        rescue SystemCallError
+          false
+        end
       rescue SystemCallError
-        false
+        0
       end
+    end
+
+    # Pids of the master's live children (its workers), from /proc.
+    def worker_pids(master = @pid)
+      Dir.glob("/proc/[0-9]*/stat").filter_map do |stat|
+        fields = File.read(stat).split(") ", 2).last.split
+        pid = Integer(stat[%r{/proc/(\d+)/}, 1])
+        pid if fields[1].to_i == master && fields[0] != "Z"
+      rescue SystemCallError
+        nil
+      end.sort
     end
 
     def exited?
@@ -100,7 +120,7 @@ module Narwhal
         begin
           wait_exit(timeout: 5)
         rescue RuntimeError
-          signal(:KILL)
+          Process.kill(:KILL, -@pid) # the whole group: master and workers
           wait_exit
         end
       end

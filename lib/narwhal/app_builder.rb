@@ -1,0 +1,46 @@
+# frozen_string_literal: true
+
+module Narwhal
+  # Loads the rackup file into a Rack app, adding rackup's default
+  # middleware for the RACK_ENV the way Unicorn does (unless -N or
+  # `default_middleware false`): development gets Rack::CommonLogger,
+  # Rack::ShowExceptions and Rack::Lint, deployment gets Rack::CommonLogger.
+  class AppBuilder
+    def initialize(path, requires: [], default_middleware: true)
+      @path = path
+      @requires = requires
+      @default_middleware = default_middleware
+    end
+
+    attr_accessor :default_middleware
+    attr_reader :path
+
+    def call
+      @requires.each { |lib| require lib }
+      raise ArgumentError, "rackup file #{@path} not found" unless File.exist?(@path)
+
+      require "rack"
+      require "rack/builder"
+      app = Rack::Builder.parse_file(@path)
+      app = app.first if app.is_a?(Array) # Rack 2 returns [app, options]
+      @default_middleware ? wrap(app, ENV.fetch("RACK_ENV", "development")) : app
+    end
+
+    private
+
+    def wrap(app, env)
+      case env
+      when "development"
+        require "rack/common_logger"
+        require "rack/show_exceptions"
+        require "rack/lint"
+        Rack::CommonLogger.new(Rack::ShowExceptions.new(Rack::Lint.new(app)), $stderr)
+      when "deployment"
+        require "rack/common_logger"
+        Rack::CommonLogger.new(app, $stderr)
+      else
+        app
+      end
+    end
+  end
+end

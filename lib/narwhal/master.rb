@@ -1,0 +1,405 @@
+# frozen_string_literal: true
+
+require "socket"
+
+module Narwhal
+  # Where the process was started and how, for USR2 re-exec. Like Unicorn's
+  # START_CTX it may be changed from the config file (for example `0` to the
+  # path of a binstub that survives deploys).
+  START_CTX = {
+    argv: ARGV.map(&:dup),
+    0 => $PROGRAM_NAME.dup,
+    cwd: begin
+      pwd = ENV.fetch("PWD", nil)
+      # keep a symlinked deploy path (/app/current) when it is where we are
+      pwd && File.stat(pwd).ino == File.stat(Dir.pwd).ino ? pwd : Dir.pwd
+    rescue SystemCallError
+      Dir.pwd
+    end
+  }
+
+  # The master process: binds or inherits the listeners, optionally
+  # preloads the app, forks `worker_processes` workers and keeps that many
+  # alive. It never serves a request. Its loop sleeps on a self-pipe; signal
+  # handlers only enqueue. See docs/SIGNALS.md for what each signal does.
+  class Master
+    SIGNALS = %w[QUIT INT TERM USR1 USR2 HUP TTIN TTOU WINCH CHLD].freeze
+    # Longest sleep of the loop; timeouts are checked at least this often.
+    MAX_SLEEP = 1.0
+    # After INT/TERM, workers not gone within this many seconds get KILL.
+    KILL_AFTER = 10
+    FD_ENV = "NARWHAL_FD"
+
+    attr_reader :config, :logger, :listeners, :scoreboard, :app, :worker_processes, :pid_file
+
+    def initialize(config, app_builder, daemon: nil)
+      @config = config
+      @logger = config.logger
+      @app_builder = app_builder
+      @daemon = daemon
+      @listeners = []
+      @workers = {} # pid => Worker
+      @signals = []
+      @worker_processes = config[:worker_processes]
+      @reexec_pid = nil
+      @pid_file = nil
+      @app = nil
+      @stopping = nil
+    end
+
+    # --- what Unicorn's hooks call on `server` ---
+
+    # The pid file's path (Unicorn's HttpServer#pid), nil without one.
+    def pid
+      @pid_file&.path
+    end
+
+    # Binds another listener. From after_fork it is the worker's own (the
+    # per-worker port trick); tries: -1 retries until the port is free.
+    def listen(address, options = {})
+      listener = Listener.new(address.to_s, options, @logger)
+      @listeners << listener
+      @logger.info("listening on addr=#{listener.address} fd=#{listener.io.fileno}")
+      listener
+    end
+
+    # --- running ---
+
+    def start
+      Dir.chdir(@config[:working_directory]) if @config[:working_directory]
+      redirect_io
+      setup_listeners
+      write_pid_file
+      @scoreboard = Scoreboard.new(Scoreboard::MAX_SLOTS)
+      @app = build_app if @config[:preload_app]
+      @master_r, @master_w = IO.pipe # workers see EOF when the master is gone
+      install_signals
+      Process.setproctitle("narwhal master")
+      @logger.info("master pid=#{Process.pid} started (narwhal #{VERSION}, #{@worker_processes} worker(s))")
+      spawn_missing_workers
+      @daemon&.ready
+      self
+    end
+
+    # Runs the master loop; returns the exit status.
+    def join
+      loop do
+        reap_workers
+        handle_signal(@signals.shift) until @signals.empty?
+        break if @stopping && @workers.empty?
+
+        if @stopping
+          signal_workers(@stopping) # again, for any worker that missed it
+          kill_stragglers
+        else
+          kill_timed_out_workers
+          maintain_worker_count
+        end
+        sleep_on_pipe
+      end
+      shutdown
+      0
+    end
+
+    # Loads the app (in the master with preload_app, else in each worker).
+    def build_app
+      @app_builder.call
+    end
+
+    # In a freshly forked worker: drop the master's handlers and pipes.
+    def after_fork_in_worker
+      SIGNALS.each { |sig| trap(sig, "DEFAULT") }
+      [@self_r, @self_w, @master_w].each(&:close)
+      @daemon&.close_in_child
+      @workers.clear
+      srand # workers must not share a random sequence
+    end
+
+    private
+
+    # --- start-up ---
+
+    def redirect_io
+      reopen_std($stderr, @config[:stderr_path])
+      reopen_std($stdout, @config[:stdout_path])
+    end
+
+    def reopen_std(io, path)
+      return unless path
+
+      io.reopen(path, "a")
+      io.sync = true
+    end
+
+    # Inherited sockets named by the config are kept (no gap in accepting);
+    # the others are closed. The default address applies only when neither
+    # the config nor a parent gave any.
+    def setup_listeners
+      inherited = inherited_listeners
+      configured = @config[:listeners]
+      configured = [[@config[:default_listen], {}]] if configured.empty? && inherited.empty?
+      configured.each do |address, options|
+        wanted = Listener.expand_addr(address)
+        if (kept = inherited.find { |l| l.address == wanted })
+          inherited.delete(kept)
+          @listeners << kept
+          @logger.info("inherited addr=#{kept.address} fd=#{kept.io.fileno}")
+        else
+          listen(address, options)
+        end
+      end
+      if configured.empty?
+        @listeners.concat(inherited)
+        inherited.each { |l| @logger.info("inherited addr=#{l.address} fd=#{l.io.fileno}") }
+      else
+        inherited.each do |l|
+          @logger.info("closing inherited addr=#{l.address}: not in the configuration")
+          l.close(unlink: false)
+        end
+      end
+    end
+
+    def inherited_listeners
+      fds = ENV.fetch(FD_ENV, nil) || ENV.fetch("UNICORN_FD", nil)
+      list = fds.to_s.split(",").map { |fd| Integer(fd, 10) }
+      if ENV["LISTEN_PID"].to_i == Process.pid
+        count = ENV["LISTEN_FDS"].to_i
+        list.concat((3...(3 + count)).to_a)
+      end
+      [FD_ENV, "UNICORN_FD", "LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"].each { |k| ENV.delete(k) }
+      list.uniq.map { |fd| Listener.inherit(fd) }
+    end
+
+    def write_pid_file
+      return unless @config[:pid]
+
+      @pid_file = PidFile.new(@config[:pid])
+      @pid_file.write
+    end
+
+    # --- workers ---
+
+    def spawn_missing_workers
+      busy = @workers.values.map(&:nr)
+      (0...@worker_processes).each do |nr|
+        next if busy.include?(nr)
+
+        spawn_worker(Worker.new(nr))
+      end
+    end
+
+    def spawn_worker(worker)
+      @scoreboard.reset(worker.nr)
+      @config[:before_fork].call(self, worker)
+      worker.pid = fork { WorkerProcess.new(self, worker, @master_r).run }
+      @workers[worker.pid] = worker
+    end
+
+    # Extra workers (after TTOU or a smaller HUP) and retiring ones get QUIT
+    # again on every pass: one forked an instant ago may not have its
+    # handlers yet and would miss a single signal.
+    def maintain_worker_count
+      @workers.each_value do |w|
+        signal_worker(w, :QUIT) if w.quitting || w.nr >= @worker_processes
+      end
+      spawn_missing_workers
+    end
+
+    def reap_workers
+      loop do
+        pid, status = Process.wait2(-1, Process::WNOHANG)
+        break unless pid
+
+        if pid == @reexec_pid
+          reexec_failed(status)
+        elsif (worker = @workers.delete(pid))
+          @scoreboard.reset(worker.nr)
+          @config[:after_worker_exit].call(self, worker, status)
+        end
+      end
+    rescue Errno::ECHILD
+      nil
+    end
+
+    # A worker on one request for longer than `timeout` is killed and
+    # replaced; idle workers are never timed out.
+    def kill_timed_out_workers
+      timeout = @config[:timeout]
+      @workers.each do |pid, worker|
+        busy = @scoreboard.busy_for(worker.nr)
+        next unless busy && busy > timeout
+
+        @logger.error("worker=#{worker.nr} pid=#{pid} timeout (#{busy.round(3)}s > #{timeout}s), killing")
+        signal_worker(worker, :KILL)
+      end
+    end
+
+    def signal_worker(worker, sig)
+      worker.quitting = true if sig == :QUIT
+      Process.kill(sig, worker.pid)
+    rescue Errno::ESRCH
+      nil
+    end
+
+    def signal_workers(sig)
+      @workers.each_value { |w| signal_worker(w, sig) }
+    end
+
+    # --- signals ---
+
+    def install_signals
+      @self_r, @self_w = IO.pipe
+      SIGNALS.each do |sig|
+        trap(sig) do
+          @signals << sig unless sig == "CHLD"
+          @self_w.write_nonblock(".", exception: false)
+        rescue IOError
+          nil # in a worker forked an instant ago, before it reset this handler
+        end
+      end
+    end
+
+    def sleep_on_pipe
+      timeout = [@config[:timeout] / 2.0, MAX_SLEEP].min
+      return unless IO.select([@self_r], nil, nil, timeout)
+
+      @self_r.read_nonblock(1024, exception: false)
+    end
+
+    # A failure while handling a signal is logged; the master carries on.
+    def handle_signal(sig)
+      # while stopping, only a quicker stop is still taken
+      return if @stopping && !%w[INT TERM].include?(sig)
+
+      dispatch_signal(sig)
+    rescue StandardError => e
+      @logger.error("#{sig} handling failed: #{e.class}: #{e.message}\n#{Array(e.backtrace).join("\n")}")
+    end
+
+    def dispatch_signal(sig)
+      case sig
+      when "QUIT" then stop(:QUIT, sig)
+      when "INT", "TERM" then stop(:TERM, sig)
+      when "USR1" then reopen_logs
+      when "USR2" then reexec
+      when "HUP" then reload
+      when "TTIN" then change_workers(+1)
+      when "TTOU" then change_workers(-1)
+      when "WINCH" then winch
+      end
+    end
+
+    def stop(sig, name)
+      @logger.info(sig == :QUIT ? "QUIT received: stopping workers gracefully" : "#{name} received: stopping now")
+      @stopping = sig
+      @kill_at = now + (sig == :QUIT ? @config[:timeout] + KILL_AFTER : KILL_AFTER)
+      signal_workers(sig)
+    end
+
+    def kill_stragglers
+      return if now < @kill_at
+
+      @workers.each_value do |w|
+        @logger.error("worker=#{w.nr} pid=#{w.pid} did not stop in time, killing")
+        signal_worker(w, :KILL)
+      end
+      @kill_at = now + KILL_AFTER
+    end
+
+    def change_workers(delta)
+      @worker_processes = [@worker_processes + delta, 0].max
+      @worker_processes = [@worker_processes, Scoreboard::MAX_SLOTS].min
+      @logger.info("worker_processes now #{@worker_processes}")
+    end
+
+    # Unicorn's rule: only a daemonized master drops to zero workers on
+    # WINCH (a terminal resize must not stop a foreground server).
+    def winch
+      unless @daemon || Process.ppid == 1
+        @logger.info("WINCH ignored: the master is not daemonized")
+        return
+      end
+      @logger.info("WINCH received: stopping all workers, the master stays")
+      @worker_processes = 0
+    end
+
+    def reopen_logs
+      count = LogReopener.reopen($stderr => @config[:stderr_path], $stdout => @config[:stdout_path])
+      @logger.info("master reopened #{count} log file(s)")
+      signal_workers(:USR1)
+    end
+
+    # HUP: load the config file again; on success replace every worker
+    # gracefully (they load the app again unless it is preloaded). A broken
+    # file is logged and the running configuration stays.
+    def reload
+      file = @config.file
+      new_config = Configurator.new(file: file)
+      @config = new_config
+      @logger = new_config.logger
+      @worker_processes = new_config[:worker_processes]
+      @app_builder.default_middleware = new_config[:default_middleware] if @app_builder.respond_to?(:default_middleware=)
+      @logger.info("reloaded config_file=#{file || '(none)'}, replacing workers")
+      signal_workers(:QUIT)
+    rescue ConfigError, StandardError, ScriptError => e
+      @logger.error("error reloading config_file=#{file}: #{e.message}; keeping the running configuration")
+    end
+
+    # --- USR2 ---
+
+    def reexec
+      if @reexec_pid
+        @logger.error("USR2 ignored: re-exec already running as pid=#{@reexec_pid}")
+        return
+      end
+      if @pid_file
+        if File.exist?("#{@pid_file.path}.oldbin")
+          @logger.error("USR2 ignored: #{@pid_file.path}.oldbin exists (another upgrade in progress)")
+          return
+        end
+        @pid_file = @pid_file.rename_to_oldbin
+      end
+      @reexec_pid = fork { exec_new_master }
+      Process.setproctitle("narwhal master (old)")
+      @logger.info("re-executing: new master pid=#{@reexec_pid}")
+    end
+
+    def exec_new_master
+      fds = @listeners.map { |l| l.io.fileno }
+      ENV[FD_ENV] = fds.join(",")
+      @listeners.each { |l| l.io.close_on_exec = false }
+      @config[:before_exec].call(self)
+      Dir.chdir(START_CTX[:cwd])
+      cmd = [START_CTX[0]].concat(START_CTX[:argv])
+      cmd.unshift(RbConfig.ruby) unless File.executable?(cmd.first)
+      exec(*cmd, fds.to_h { |fd| [fd, fd] })
+    rescue Exception => e # rubocop:disable Lint/RescueException
+      @logger.error("re-exec failed: #{e.class}: #{e.message}")
+      exit!(1)
+    end
+
+    # The new master died: take the pid file back and carry on.
+    def reexec_failed(status)
+      @logger.error("re-exec pid=#{@reexec_pid} died (#{status.inspect}); old master carries on")
+      @reexec_pid = nil
+      Process.setproctitle("narwhal master")
+      return unless @pid_file
+
+      path = @pid_file.path.delete_suffix(".oldbin")
+      File.rename(@pid_file.path, path) if File.exist?(@pid_file.path) && !File.exist?(path)
+      @pid_file = PidFile.new(path)
+    end
+
+    def shutdown
+      # Unix socket files stay while a re-exec'd master uses them.
+      unlink = @reexec_pid.nil?
+      @listeners.each { |l| l.close(unlink: unlink) }
+      @pid_file&.unlink
+      @logger.info("master pid=#{Process.pid} exiting")
+    end
+
+    def now
+      Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    end
+  end
+end

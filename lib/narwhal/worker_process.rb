@@ -1,0 +1,46 @@
+# frozen_string_literal: true
+
+module Narwhal
+  # The life of a forked worker, from the fork to exit!: drop what belongs
+  # to the master, run the after_fork hook, switch user, build the app
+  # (unless preloaded), then serve until told to stop or the master dies.
+  class WorkerProcess
+    def initialize(master, worker, master_pipe)
+      @master = master
+      @worker = worker
+      @master_pipe = master_pipe
+      @config = master.config
+      @logger = master.logger
+    end
+
+    # Never returns.
+    def run
+      Process.setproctitle("narwhal worker[#{@worker.nr}]")
+      @master.after_fork_in_worker
+      @config[:after_fork].call(@master, @worker)
+      user, group = @config[:user]
+      if user && !@worker.switched?
+        @worker.user(user, group, log_paths: [@config[:stderr_path], @config[:stdout_path]])
+      end
+      app = @master.app || @master.build_app
+      server = Server.new(app, @config, listeners: @master.listeners, scoreboard: @master.scoreboard,
+                                        slot: @worker.nr, master_pipe: @master_pipe, ready: method(:ready))
+      server.run
+      @logger.info("worker=#{@worker.nr} pid=#{Process.pid} exiting")
+      exit(0) # at_exit hooks of the app run, as in Unicorn
+    rescue Exception => e # rubocop:disable Lint/RescueException
+      raise if e.is_a?(SystemExit)
+
+      @logger.error("worker=#{@worker.nr} pid=#{Process.pid} failed: #{e.class}: #{e.message}\n" \
+                    "#{Array(e.backtrace).join("\n")}")
+      exit!(1)
+    end
+
+    private
+
+    def ready
+      @logger.info("worker=#{@worker.nr} ready pid=#{Process.pid}")
+      @config[:after_worker_ready].call(@master, @worker)
+    end
+  end
+end
