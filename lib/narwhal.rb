@@ -7,6 +7,21 @@ require "fcntl"
 # A pre-forking Rack HTTP server: Unicorn's process model with threads,
 # keep-alive and slow-client protection.
 module Narwhal
+  # Where the process was started and how, for USR2 re-exec. Like Unicorn's
+  # START_CTX it may be changed from the config file (for example `0` to the
+  # path of a binstub that survives deploys).
+  START_CTX = {
+    argv: ARGV.map(&:dup),
+    0 => $PROGRAM_NAME.dup,
+    cwd: begin
+      pwd = ENV.fetch("PWD", nil)
+      # keep a symlinked deploy path (/app/current) when it is where we are
+      pwd && File.stat(pwd).ino == File.stat(Dir.pwd).ino ? pwd : Dir.pwd
+    rescue SystemCallError
+      Dir.pwd
+    end
+  }
+
   # A bad configuration; the message names the file and line.
   class ConfigError < StandardError; end
 

@@ -73,8 +73,11 @@ module Narwhal
       @closed
     end
 
+    # Between requests on a kept-alive connection, with nothing buffered: a
+    # graceful stop may close it. A new connection is not idle: its first
+    # request is on its way.
     def idle?
-      @state == IDLE && @off >= @buf.bytesize
+      @state == IDLE && @requests.positive? && @off >= @buf.bytesize
     end
 
     # Reads what the socket has and serves every complete request in it.

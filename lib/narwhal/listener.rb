@@ -60,10 +60,10 @@ module Narwhal
 
     # Wraps an inherited listening socket (NARWHAL_FD, UNICORN_FD, systemd).
     def self.inherit(fd)
-      io = Socket.for_fd(fd)
-      io.autoclose = true
-      family = io.local_address.afamily
-      io = family == Socket::AF_UNIX ? UNIXServer.for_fd(io.fileno) : TCPServer.for_fd(io.fileno)
+      probe = Socket.for_fd(fd)
+      probe.autoclose = false # only one IO may own the descriptor
+      family = probe.local_address.afamily
+      io = family == Socket::AF_UNIX ? UNIXServer.for_fd(fd) : TCPServer.for_fd(fd)
       new(nil, {}, nil, io: io)
     end
 

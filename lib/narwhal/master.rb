@@ -3,21 +3,6 @@
 require "socket"
 
 module Narwhal
-  # Where the process was started and how, for USR2 re-exec. Like Unicorn's
-  # START_CTX it may be changed from the config file (for example `0` to the
-  # path of a binstub that survives deploys).
-  START_CTX = {
-    argv: ARGV.map(&:dup),
-    0 => $PROGRAM_NAME.dup,
-    cwd: begin
-      pwd = ENV.fetch("PWD", nil)
-      # keep a symlinked deploy path (/app/current) when it is where we are
-      pwd && File.stat(pwd).ino == File.stat(Dir.pwd).ino ? pwd : Dir.pwd
-    rescue SystemCallError
-      Dir.pwd
-    end
-  }
-
   # The master process: binds or inherits the listeners, optionally
   # preloads the app, forks `worker_processes` workers and keeps that many
   # alive. It never serves a request. Its loop sleeps on a self-pipe; signal

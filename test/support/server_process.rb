@@ -29,6 +29,8 @@ module Narwhal
       end
       argv += args
       argv << ru
+      # RUBYLIB too: a USR2 re-exec runs exe/narwhal again without our -I
+      env = { "RUBYLIB" => File.join(ROOT, "lib") }.merge(env)
       @pid = Process.spawn(env, *argv, chdir: @dir, out: @log_path, err: @log_path, pgroup: true)
     end
 

@@ -1,0 +1,169 @@
+# frozen_string_literal: true
+
+require "test_helper"
+
+# USR2 re-exec (the zero-downtime deploy), its back-out, the pid file dance,
+# listener inheritance from systemd, and per-worker listeners.
+class UpgradeTest < Minitest::Test
+  APP = <<~'RU'
+    run lambda { |env| [200, { "content-type" => "text/plain" }, ["pid #{Process.pid}"]] }
+  RU
+
+  def teardown
+    @extra_pids&.each do |pid|
+      Process.kill(:KILL, pid)
+    rescue Errno::ESRCH
+      nil
+    end
+    @server&.stop
+  end
+
+  def unix_get(path)
+    sock = UNIXSocket.new(path)
+    sock.write("GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    sock.read
+  ensure
+    sock&.close
+  end
+
+  def alive?(pid)
+    Process.kill(0, pid)
+    !File.read("/proc/#{pid}/stat").include?(") Z ")
+  rescue Errno::ESRCH, Errno::ENOENT
+    false
+  end
+
+  def start_with_pid_file(config = "")
+    @dir = Dir.mktmpdir("narwhal-upgrade")
+    @sock = File.join(@dir, "narwhal.sock")
+    @pid_path = File.join(@dir, "narwhal.pid")
+    @server = Narwhal::ServerProcess.start(
+      app: APP, listen: @sock, workers: 2,
+      config: "worker_processes 2\npreload_app true\npid #{@pid_path.inspect}\n#{config}"
+    )
+    wait_until(message: "pid file") { File.exist?(@pid_path) }
+  end
+
+  def test_usr2_then_quit_of_the_old_master_loses_no_request
+    start_with_pid_file
+    old = @server.pid
+    assert_equal old, File.read(@pid_path).to_i
+    results = Queue.new
+    stop = false
+    client = Thread.new do
+      until stop
+        begin
+          results << (unix_get(@sock).start_with?("HTTP/1.1 200 OK") ? :ok : :bad)
+        rescue SystemCallError, IOError => e
+          results << e
+        end
+      end
+    end
+    wait_until(message: "traffic flowing") { results.size > 20 }
+
+    @server.signal(:USR2)
+    wait_until(message: "old pid file renamed") { File.exist?("#{@pid_path}.oldbin") }
+    assert_equal old, File.read("#{@pid_path}.oldbin").to_i
+    new_pid = wait_until(timeout: 15, message: "new master's pid file") do
+      pid = File.exist?(@pid_path) && File.read(@pid_path).to_i
+      pid if pid && pid != old && pid.positive?
+    end
+    (@extra_pids = [new_pid])
+    wait_until(timeout: 15, message: "new workers ready") { @server.worker_pids(new_pid).size == 2 }
+    assert_match(/inherited addr=#{Regexp.escape(@sock)}/, @server.log)
+
+    @server.signal(:QUIT)
+    assert @server.wait_exit(timeout: 15).success?
+    served_before = results.size
+    wait_until(message: "traffic after the old master left") { results.size > served_before + 20 }
+    stop = true
+    client.join(10)
+
+    outcomes = []
+    outcomes << results.pop until results.empty?
+    failures = outcomes.reject { |r| r == :ok }
+    assert failures.empty?, "#{failures.size} of #{outcomes.size} requests failed: #{failures.uniq.first(3).inspect}\n#{@server.log}"
+    assert File.socket?(@sock), "the old master must leave the socket file to the new one"
+    refute File.exist?("#{@pid_path}.oldbin")
+    assert_match(/pid #{@server.worker_pids(new_pid).first}|pid \d+/, unix_get(@sock))
+  ensure
+    stop = true
+    client&.join(5)
+  end
+
+  def test_usr2_backs_out_when_the_new_master_cannot_boot
+    start_with_pid_file
+    old = @server.pid
+    File.write(File.join(@server.dir, "narwhal.conf.rb"), "worker_processes 'many'\n")
+    @server.signal(:USR2)
+    wait_until(timeout: 15, message: "back-out logged") { @server.log.include?("old master carries on") }
+    assert_match(/narwhal.conf.rb:1: worker_processes expects an Integer/, @server.log)
+    wait_until(message: "pid file restored") { File.exist?(@pid_path) && File.read(@pid_path).to_i == old }
+    refute File.exist?("#{@pid_path}.oldbin")
+    assert unix_get(@sock).start_with?("HTTP/1.1 200 OK")
+    # and a later USR2 is possible again
+    File.write(File.join(@server.dir, "narwhal.conf.rb"), "worker_processes 1\npid #{@pid_path.inspect}\n")
+    @server.signal(:USR2)
+    new_pid = wait_until(timeout: 15, message: "second upgrade") do
+      pid = File.exist?(@pid_path) && File.read(@pid_path).to_i
+      pid if pid && pid != old && pid.positive?
+    end
+    @extra_pids = [new_pid]
+  end
+
+  def test_a_second_server_refuses_a_live_pid_file
+    start_with_pid_file
+    other = Narwhal::ServerProcess.new(app: APP, listen: File.join(@dir, "other.sock"),
+                                       config: "pid #{@pid_path.inspect}\n")
+    status = other.wait_exit(timeout: 15)
+    refute status.success?
+    assert_match(/names running process #{@server.pid}/, other.log)
+  ensure
+    other&.stop
+  end
+
+  def test_systemd_socket_activation
+    listener = TCPServer.new("127.0.0.1", 0)
+    port = listener.addr[1]
+    dir = Dir.mktmpdir("narwhal-systemd")
+    File.write(File.join(dir, "config.ru"), APP)
+    root = Narwhal::ServerProcess::ROOT
+    # LISTEN_PID must be narwhal's own pid: set it, then exec in place
+    launcher = "ENV['LISTEN_PID'] = Process.pid.to_s; ENV['LISTEN_FDS'] = '1'; " \
+               "exec(#{RbConfig.ruby.inspect}, '-I', #{File.join(root, 'lib').inspect}, " \
+               "#{Narwhal::ServerProcess::EXE.inspect}, '-N', 'config.ru', 3 => 3)"
+    log = File.join(dir, "log")
+    pid = Process.spawn(RbConfig.ruby, "-e", launcher, 3 => listener, chdir: dir, out: log, err: log)
+    @extra_pids = [pid]
+    listener.close
+    wait_until(timeout: 15, message: "worker ready") { File.read(log).include?("ready") }
+    assert_match(/inherited addr=127.0.0.1:#{port}/, File.read(log))
+    sock = TCPSocket.new("127.0.0.1", port)
+    sock.write("GET / HTTP/1.0\r\n\r\n")
+    assert_match(/\AHTTP\/1.1 200 OK/, sock.read)
+  ensure
+    sock&.close
+    Process.kill(:TERM, pid) if pid
+    Process.wait(pid) if pid
+    @extra_pids = nil
+  end
+
+  def test_per_worker_listener_from_after_fork_retries_until_the_port_frees
+    blocker = TCPServer.new("127.0.0.1", 0)
+    port = blocker.addr[1]
+    @server = Narwhal::ServerProcess.new(app: APP, config: <<~CONF)
+      after_fork do |server, worker|
+        server.listen("127.0.0.1:#{port}", tries: -1, delay: 0.1)
+      end
+    CONF
+    wait_until(timeout: 15, message: "retry logged") { @server.log.include?("127.0.0.1:#{port} in use, retrying") }
+    blocker.close
+    @server.wait_ready
+    sock = TCPSocket.new("127.0.0.1", port)
+    sock.write("GET / HTTP/1.0\r\n\r\n")
+    assert_match(/\AHTTP\/1.1 200 OK/, sock.read)
+  ensure
+    sock&.close
+    blocker&.close unless blocker&.closed?
+  end
+end
