@@ -152,6 +152,12 @@ module Narwhal
     def master_gone
       @reactor.unwatch(@master_pipe)
       graceful_stop("master is gone: finishing requests in progress, then exiting")
+      # no master is left to enforce `timeout`: do it here
+      limit = @config[:timeout]
+      Thread.new do
+        sleep(limit)
+        exit!(1)
+      end
     end
 
     def reopen_logs
