@@ -16,6 +16,5 @@ Gem::Specification.new do |s|
   s.bindir = "exe"
   s.executables = ["narwhal"]
   s.extensions = ["ext/narwhal_http/extconf.rb"]
-  s.add_dependency "nio4r", "~> 2.7"
   s.add_dependency "rack", ">= 2.2", "< 4"
 end

@@ -11,4 +11,5 @@ void Init_narwhal_http(void)
   nw_init_response();
   nw_init_sendfile();
   nw_init_scoreboard();
+  nw_init_poller();
 }

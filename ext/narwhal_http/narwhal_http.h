@@ -21,5 +21,6 @@ void nw_init_parser(void);
 void nw_init_response(void);
 void nw_init_sendfile(void);
 void nw_init_scoreboard(void);
+void nw_init_poller(void);
 
 #endif

