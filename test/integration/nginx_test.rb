@@ -1,0 +1,177 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require "etc"
+
+# Behind a real nginx on loopback, upstream on a Unix socket with
+# fail_timeout=0 as examples/nginx.conf: a client loop through nginx sees no
+# 5xx across USR2 + QUIT of the old master, TTIN/TTOU and kill -9 of an idle
+# worker; a request past `timeout` is a 502 in nginx's log and the next one
+# succeeds.
+class NginxTest < Minitest::Test
+  NGINX = ["/usr/sbin/nginx", "nginx"].find { |n| system("command -v #{n} >/dev/null 2>&1") }
+
+  APP = <<~'RU'
+    run lambda { |env|
+      sleep 10 if env["PATH_INFO"] == "/hang"
+      [200, { "content-type" => "text/plain" }, ["ok #{Process.pid}"]]
+    }
+  RU
+
+  def setup
+    flunk "nginx is required (bin/setup installs it)" unless NGINX
+    @dir = Dir.mktmpdir("narwhal-nginx")
+    File.chmod(0o755, @dir)
+    @sock = File.join(@dir, "narwhal.sock")
+    @pid_path = File.join(@dir, "narwhal.pid")
+    @server = Narwhal::ServerProcess.start(
+      app: APP, listen: @sock, workers: 2,
+      config: "worker_processes 2\npreload_app true\ntimeout 2\npid #{@pid_path.inspect}\n"
+    )
+    start_nginx
+  end
+
+  def teardown
+    Process.kill(:TERM, @nginx_pid) if @nginx_pid
+    Process.wait(@nginx_pid) if @nginx_pid
+    @extra_pids&.each { |pid| Process.kill(:KILL, pid) rescue nil } # rubocop:disable Style/RescueModifier
+    @server&.stop
+    FileUtils.rm_rf(@dir) if @dir
+  end
+
+  def start_nginx
+    @port = TCPServer.new("127.0.0.1", 0).then { |s| s.addr[1].tap { s.close } }
+    %w[logs client_body proxy fastcgi uwsgi scgi].each { |d| FileUtils.mkdir_p(File.join(@dir, "nginx", d)) }
+    conf = File.join(@dir, "nginx", "nginx.conf")
+    File.write(conf, <<~CONF)
+      #{Process.uid.zero? ? 'user root root;' : ''}
+      worker_processes 1;
+      error_log #{@dir}/nginx/logs/error.log warn;
+      pid #{@dir}/nginx/nginx.pid;
+      events { worker_connections 256; }
+      http {
+        access_log #{@dir}/nginx/logs/access.log;
+        client_body_temp_path #{@dir}/nginx/client_body;
+        proxy_temp_path #{@dir}/nginx/proxy;
+        fastcgi_temp_path #{@dir}/nginx/fastcgi;
+        uwsgi_temp_path #{@dir}/nginx/uwsgi;
+        scgi_temp_path #{@dir}/nginx/scgi;
+        upstream narwhal { server unix:#{@sock} fail_timeout=0; }
+        server {
+          listen 127.0.0.1:#{@port};
+          location / {
+            proxy_set_header Host $http_host;
+            proxy_redirect off;
+            proxy_read_timeout 30s;
+            proxy_pass http://narwhal;
+          }
+        }
+      }
+    CONF
+    log = File.join(@dir, "nginx", "logs", "stdout.log")
+    @nginx_pid = Process.spawn(NGINX, "-p", File.join(@dir, "nginx"), "-c", conf, "-g", "daemon off;",
+                               out: log, err: log)
+    wait_until(timeout: 10, message: "nginx listening\n#{File.read(log) rescue ''}") do # rubocop:disable Style/RescueModifier
+      TCPSocket.new("127.0.0.1", @port).close
+      true
+    rescue SystemCallError
+      false
+    end
+  end
+
+  def get(path = "/")
+    sock = TCPSocket.new("127.0.0.1", @port)
+    sock.write("GET #{path} HTTP/1.0\r\nHost: test\r\n\r\n")
+    sock.read[%r{\AHTTP/1\.[01] (\d{3})}, 1].to_i
+  ensure
+    sock&.close
+  end
+
+  # Runs the block while a client loop sends requests through nginx;
+  # returns the statuses it saw. The block gets a callable that runs its own
+  # block while the loop is parked between two requests.
+  def under_load
+    statuses = Queue.new
+    stop = false
+    gate = Mutex.new
+    resume = ConditionVariable.new
+    hold = parked = false
+    client = Thread.new do
+      until stop
+        gate.synchronize do
+          while hold
+            parked = true
+            resume.wait(gate)
+          end
+          parked = false
+        end
+        statuses << get
+      end
+    end
+    between_requests = lambda do |&action|
+      gate.synchronize { hold = true }
+      wait_until(message: "client loop parked") { gate.synchronize { parked } }
+      action.call
+    ensure
+      gate.synchronize do
+        hold = false
+        resume.broadcast
+      end
+    end
+    wait_until(message: "traffic through nginx") { statuses.size > 10 }
+    yield between_requests
+    seen = statuses.size
+    wait_until(timeout: 10, message: "traffic afterwards") { statuses.size > seen + 10 }
+    stop = true
+    client.join(10)
+    Array.new(statuses.size) { statuses.pop }
+  ensure
+    stop = true
+  end
+
+  def assert_all_ok(statuses)
+    bad = statuses.reject { |s| s == 200 }
+    assert bad.empty?, "#{bad.size} of #{statuses.size} failed: #{bad.tally}\n" \
+                       "#{File.read(File.join(@dir, 'nginx/logs/error.log'))}"
+  end
+
+  def test_usr2_and_quit_of_the_old_master_through_nginx
+    old = @server.pid
+    statuses = under_load do
+      @server.signal(:USR2)
+      new_pid = wait_until(timeout: 15, message: "new master") do
+        pid = File.exist?(@pid_path) && File.read(@pid_path).to_i
+        pid if pid && pid.positive? && pid != old
+      end
+      @extra_pids = [new_pid]
+      wait_until(timeout: 15, message: "new workers") { @server.worker_pids(new_pid).size == 2 }
+      @server.signal(:QUIT)
+      @server.wait_exit(timeout: 15)
+    end
+    assert_all_ok(statuses)
+  end
+
+  def test_ttin_ttou_and_kill_9_of_an_idle_worker_through_nginx
+    statuses = under_load do |between_requests|
+      @server.signal(:TTIN)
+      wait_until(message: "3 workers") { @server.worker_pids.size == 3 }
+      @server.signal(:TTOU)
+      wait_until(message: "2 workers") { @server.worker_pids.size == 2 }
+      # an idle worker: no request is in flight while the lock is held
+      victim = nil
+      between_requests.call do
+        victim = @server.worker_pids.first
+        Process.kill(:KILL, victim)
+      end
+      wait_until(message: "replacement") { !@server.worker_pids.include?(victim) && @server.worker_pids.size == 2 }
+    end
+    assert_all_ok(statuses)
+  end
+
+  def test_a_request_past_timeout_is_a_502_and_the_next_succeeds
+    assert_equal 502, get("/hang")
+    assert_match(%r{"GET /hang HTTP/1.0" 502}, File.read(File.join(@dir, "nginx/logs/access.log")))
+    assert_match(/timeout \(\d+\.\d+s > 2s\), killing/, @server.log)
+    assert_equal 200, get
+  end
+end
