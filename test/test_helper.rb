@@ -11,6 +11,15 @@ require_relative "support/raw_client"
 
 module Narwhal
   module TestHelpers
+    # The pid in a pid file, or nil while it does not exist (it may be
+    # renamed between a check and a read, as during USR2).
+    def read_pid(path)
+      pid = File.read(path).to_i
+      pid.positive? ? pid : nil
+    rescue Errno::ENOENT
+      nil
+    end
+
     # Polls the block until it returns a truthy value or the deadline passes.
     def wait_until(timeout: 10, interval: 0.01, message: "condition")
       deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + timeout

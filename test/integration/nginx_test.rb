@@ -140,7 +140,7 @@ class NginxTest < Minitest::Test
     statuses = under_load do
       @server.signal(:USR2)
       new_pid = wait_until(timeout: 15, message: "new master") do
-        pid = File.exist?(@pid_path) && File.read(@pid_path).to_i
+        pid = read_pid(@pid_path)
         pid if pid && pid.positive? && pid != old
       end
       @extra_pids = [new_pid]

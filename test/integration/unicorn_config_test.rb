@@ -79,7 +79,7 @@ class UnicornConfigTest < Minitest::Test
   end
 
   def master_pid
-    File.exist?(@pid_file) && File.read(@pid_file).to_i
+    read_pid(@pid_file)
   end
 
   def test_the_unicorn_config_runs_unchanged

@@ -65,7 +65,7 @@ class UpgradeTest < Minitest::Test
     wait_until(message: "old pid file renamed") { File.exist?("#{@pid_path}.oldbin") }
     assert_equal old, File.read("#{@pid_path}.oldbin").to_i
     new_pid = wait_until(timeout: 15, message: "new master's pid file") do
-      pid = File.exist?(@pid_path) && File.read(@pid_path).to_i
+      pid = read_pid(@pid_path)
       pid if pid && pid != old && pid.positive?
     end
     (@extra_pids = [new_pid])
@@ -98,14 +98,14 @@ class UpgradeTest < Minitest::Test
     @server.signal(:USR2)
     wait_until(timeout: 15, message: "back-out logged") { @server.log.include?("old master carries on") }
     assert_match(/narwhal.conf.rb:1: worker_processes expects an Integer/, @server.log)
-    wait_until(message: "pid file restored") { File.exist?(@pid_path) && File.read(@pid_path).to_i == old }
+    wait_until(message: "pid file restored") { read_pid(@pid_path) == old }
     refute File.exist?("#{@pid_path}.oldbin")
     assert unix_get(@sock).start_with?("HTTP/1.1 200 OK")
     # and a later USR2 is possible again
     File.write(File.join(@server.dir, "narwhal.conf.rb"), "worker_processes 1\npid #{@pid_path.inspect}\n")
     @server.signal(:USR2)
     new_pid = wait_until(timeout: 15, message: "second upgrade") do
-      pid = File.exist?(@pid_path) && File.read(@pid_path).to_i
+      pid = read_pid(@pid_path)
       pid if pid && pid != old && pid.positive?
     end
     @extra_pids = [new_pid]
