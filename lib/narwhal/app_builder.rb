@@ -6,14 +6,21 @@ module Narwhal
   # `default_middleware false`): development gets Rack::CommonLogger,
   # Rack::ShowExceptions and Rack::Lint, deployment gets Rack::CommonLogger.
   class AppBuilder
-    def initialize(path, requires: [], default_middleware: true)
+    # allow_default_middleware: false for -N, which no config file can undo
+    def initialize(path, requires: [], allow_default_middleware: true)
       @path = path
       @requires = requires
-      @default_middleware = default_middleware
+      @allowed = allow_default_middleware
+      @default_middleware = true
     end
 
-    attr_accessor :default_middleware
+    # The config file's `default_middleware` (read again on HUP).
+    attr_writer :default_middleware
     attr_reader :path
+
+    def default_middleware?
+      @allowed && @default_middleware
+    end
 
     def call
       @requires.each { |lib| require lib }
@@ -23,7 +30,7 @@ module Narwhal
       require "rack/builder"
       app = Rack::Builder.parse_file(@path)
       app = app.first if app.is_a?(Array) # Rack 2 returns [app, options]
-      @default_middleware ? wrap(app, ENV.fetch("RACK_ENV", "development")) : app
+      default_middleware? ? wrap(app, ENV.fetch("RACK_ENV", "development")) : app
     end
 
     private

@@ -24,8 +24,10 @@ module Narwhal
       parse_options
       config = Configurator.new(file: @config_file)
       listen_flags.each { |addr| config.add_listener(addr) }
-      builder = AppBuilder.new(File.expand_path(@argv.first || "config.ru"), requires: @requires,
-                               default_middleware: @default_middleware && config[:default_middleware])
+      # a relative rackup path is found in working_directory, as in Unicorn
+      rackup = File.expand_path(@argv.first || "config.ru", config[:working_directory] || Dir.pwd)
+      builder = AppBuilder.new(rackup, requires: @requires, allow_default_middleware: @default_middleware)
+      builder.default_middleware = config[:default_middleware]
       # fail before forking anything when the rackup file is missing
       raise ArgumentError, "rackup file #{builder.path} not found" unless File.exist?(builder.path)
 

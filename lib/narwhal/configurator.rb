@@ -171,8 +171,10 @@ module Narwhal
         dir = File.expand_path(path)
         check(File.directory?(dir), "working_directory #{dir} is not a directory")
         @config.settings[:working_directory] = dir
-        # like Unicorn, later relative paths are relative to it
+        # like Unicorn, later relative paths are relative to it, and USR2
+        # starts the new master there (a symlinked release path stays one)
         @base_dir = dir
+        START_CTX[:cwd] = path.start_with?("/") ? path : dir
       end
 
       def user(user, group = nil)

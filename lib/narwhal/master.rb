@@ -323,7 +323,7 @@ module Narwhal
       @config = new_config
       @logger = new_config.logger
       @worker_processes = new_config[:worker_processes]
-      @app_builder.default_middleware = new_config[:default_middleware] if @app_builder.respond_to?(:default_middleware=)
+      @app_builder.default_middleware = new_config[:default_middleware]
       @logger.info("reloaded config_file=#{file || '(none)'}, replacing workers")
       signal_workers(:QUIT)
     rescue ConfigError, StandardError, ScriptError => e

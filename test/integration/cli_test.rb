@@ -86,7 +86,7 @@ class CLITest < Minitest::Test
     c.write("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\nab")
     wait_until(message: "connection accepted") { fds.call > baseline }
     server.signal(:QUIT)
-    wait_until(message: "QUIT logged") { server.log.include?("QUIT received") }
+    wait_until(message: "QUIT reached the worker") { server.log.include?("finishing requests in progress") }
     c.write("cd")
     r = c.read_response
     assert_equal "got abcd", r.body
