@@ -11,8 +11,6 @@ module Narwhal
     DEFAULT_DELAY = 0.5
     UNIX_REMOTE_ADDR = "127.0.0.1"
     BOOLEAN_OPTIONS = %i[tcp_nodelay tcp_nopush ipv6only reuseport].freeze
-    # TCP_CORK on Linux; Ruby names it only where the platform has it
-    TCP_CORK = Socket.const_defined?(:TCP_CORK) ? Socket::TCP_CORK : nil
 
     attr_reader :io, :address
 
@@ -64,23 +62,18 @@ module Narwhal
       probe.autoclose = false # only one IO may own the descriptor
       family = probe.local_address.afamily
       io = family == Socket::AF_UNIX ? UNIXServer.for_fd(fd) : TCPServer.for_fd(fd)
-      new(nil, {}, nil, io: io)
+      allocate.tap { |listener| listener.send(:adopt, io) }
     end
 
-    # Binds address (or wraps io), retrying EADDRINUSE `tries` times
-    # `delay` seconds apart (tries -1: until it succeeds).
-    def initialize(address, options = {}, logger = nil, io: nil)
+    # Binds address, retrying EADDRINUSE `tries` times `delay` seconds apart
+    # (tries -1: until it succeeds). Options as Unicorn's `listen`.
+    def initialize(address, options = {}, logger = nil)
       @options = options
-      if io
-        @io = io
-        @kind = io.local_address.afamily == Socket::AF_UNIX ? :unix : :tcp
-      else
-        @kind, host_or_path, port = self.class.parse(address)
-        @io = with_retries(address, logger) do
-          @kind == :unix ? bind_unix(File.expand_path(host_or_path)) : bind_tcp(host_or_path, port)
-        end
-        @io.listen(options.fetch(:backlog, DEFAULT_BACKLOG))
+      @kind, host_or_path, port = self.class.parse(address)
+      @io = with_retries(address, logger) do
+        @kind == :unix ? bind_unix(File.expand_path(host_or_path)) : bind_tcp(host_or_path, port)
       end
+      @io.listen(options.fetch(:backlog, DEFAULT_BACKLOG))
       @address = describe
     end
 
@@ -122,6 +115,13 @@ module Narwhal
 
     private
 
+    def adopt(io)
+      @options = {}
+      @io = io
+      @kind = io.local_address.afamily == Socket::AF_UNIX ? :unix : :tcp
+      @address = describe
+    end
+
     def describe
       return File.expand_path(@io.path) if unix?
 
@@ -156,7 +156,6 @@ module Narwhal
       apply_buffers(sock)
       # on by default: responses written in parts must not wait for delayed ACKs
       sock.setsockopt(Socket::IPPROTO_TCP, Socket::TCP_NODELAY, @options.fetch(:tcp_nodelay, true) ? 1 : 0)
-      sock.setsockopt(Socket::IPPROTO_TCP, TCP_CORK, 1) if @options[:tcp_nopush] && TCP_CORK
       sock.bind(addr)
       server = TCPServer.for_fd(sock.fileno)
       sock.autoclose = false

@@ -190,4 +190,42 @@ class MasterTest < Minitest::Test
     woken = pids.sum { |pid| voluntary_switches(pid) } - before
     assert_operator woken, :<, 2 * connections, "#{woken} worker wake-ups for #{connections} connections"
   end
+
+  def test_hup_without_preload_app_loads_the_new_code
+    server = Narwhal::ServerProcess.start(app: "run ->(e) { [200, { 'content-type' => 'text/plain' }, ['v1']] }\n")
+    @servers = [server]
+    assert_equal "v1", get(server).body
+    File.write(File.join(server.dir, "config.ru"),
+               "require 'rack/lint'\nuse Rack::Lint\nrun ->(e) { [200, { 'content-type' => 'text/plain' }, ['v2']] }\n")
+    server.signal(:HUP)
+    wait_until(message: "new code served") { get(server).body == "v2" }
+  end
+
+  def test_signals_sent_to_a_worker_directly
+    server = start
+    old = wait_for_workers(server, 1).first
+    Process.kill(:USR1, old)
+    wait_until(message: "worker reopened logs") { server.log.include?("reopened 0 log file(s)") }
+    Process.kill(:QUIT, old)
+    wait_until(message: "worker replaced") { (pids = server.worker_pids).size == 1 && pids != [old] }
+    assert_match(/reaped #<Process::Status: pid #{old} exit 0> worker=0/, server.log)
+    replacement = server.worker_pids.first
+    Process.kill(:TERM, replacement)
+    wait_until(message: "worker replaced after TERM") { (pids = server.worker_pids).size == 1 && pids != [replacement] }
+    assert_equal "ok", get(server).body
+  end
+
+  def test_working_directory_is_where_the_app_and_relative_paths_live
+    app_dir = Dir.mktmpdir("narwhal-wd")
+    File.write(File.join(app_dir, "config.ru"),
+               "run ->(e) { [200, { 'content-type' => 'text/plain' }, [Dir.pwd]] }\n")
+    server = Narwhal::ServerProcess.new(app: APP, config: "working_directory #{app_dir.inspect}\npid 'n.pid'\n",
+                                        args: ["config.ru"])
+    @servers = [server]
+    server.wait_ready
+    assert_equal File.realpath(app_dir), File.realpath(get(server).body)
+    assert File.exist?(File.join(app_dir, "n.pid")), "relative pid path is under working_directory"
+  ensure
+    FileUtils.rm_rf(app_dir) if app_dir
+  end
 end

@@ -166,4 +166,39 @@ class UpgradeTest < Minitest::Test
     sock&.close
     blocker&.close unless blocker&.closed?
   end
+
+  # A parent's listeners in UNICORN_FD: the one the config names is kept,
+  # the other is closed.
+  def test_unicorn_fd_inherited_listener_kept_when_named_closed_when_not
+    kept = TCPServer.new("127.0.0.1", 0)
+    dropped = TCPServer.new("127.0.0.1", 0)
+    dir = Dir.mktmpdir("narwhal-inherit")
+    File.write(File.join(dir, "config.ru"), APP)
+    File.write(File.join(dir, "n.conf.rb"), "listen '127.0.0.1:#{kept.addr[1]}'\n")
+    log = File.join(dir, "log")
+    root = Narwhal::ServerProcess::ROOT
+    pid = Process.spawn({ "UNICORN_FD" => "#{kept.fileno},#{dropped.fileno}" },
+                        RbConfig.ruby, "-I", File.join(root, "lib"), Narwhal::ServerProcess::EXE, "-N",
+                        "-c", "n.conf.rb", "config.ru",
+                        kept.fileno => kept.fileno, dropped.fileno => dropped.fileno,
+                        chdir: dir, out: log, err: log)
+    @extra_pids = [pid]
+    port = kept.addr[1]
+    dropped_port = dropped.addr[1]
+    kept.close
+    dropped.close
+    wait_until(timeout: 15, message: "worker ready") { File.read(log).include?("ready") }
+    assert_match(/inherited addr=127.0.0.1:#{port}/, File.read(log))
+    assert_match(/closing inherited addr=127.0.0.1:#{dropped_port}: not in the configuration/, File.read(log))
+    refute_match(/listening on/, File.read(log))
+    sock = TCPSocket.new("127.0.0.1", port)
+    sock.write("GET / HTTP/1.0\r\n\r\n")
+    assert_match(%r{\AHTTP/1.1 200 OK}, sock.read)
+    assert_raises(Errno::ECONNREFUSED) { TCPSocket.new("127.0.0.1", dropped_port) }
+  ensure
+    sock&.close
+    Process.kill(:TERM, pid) if pid
+    Process.wait(pid) if pid
+    @extra_pids = nil
+  end
 end

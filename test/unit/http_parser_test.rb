@@ -258,9 +258,10 @@ class HttpParserTest < Minitest::Test
     assert_equal "80", env["SERVER_PORT"]
   end
 
-  def test_ipv6_host_literal_with_ipv4_suffix_and_zone
-    assert_equal "[::ffff:192.0.2.1%25eth0]",
-                 env_of(req("GET / HTTP/1.1", "Host: [::ffff:192.0.2.1%25eth0]:1\r\n"))["SERVER_NAME"]
+  def test_ipv6_host_literal_with_ipv4_suffix
+    env = env_of(req("GET / HTTP/1.1", "Host: [::ffff:192.0.2.1]:1\r\n"))
+    assert_equal "[::ffff:192.0.2.1]", env["SERVER_NAME"]
+    assert_equal "1", env["SERVER_PORT"]
   end
 
   def test_host_without_host_field_keeps_the_listener_name
@@ -460,6 +461,12 @@ class HttpParserTest < Minitest::Test
     assert_equal "*", env["PATH_INFO"]
     assert_equal "*", env["REQUEST_URI"]
     assert_equal "", env["QUERY_STRING"]
+  end
+
+  def test_options_asterisk_in_http10
+    env = env_of("OPTIONS * HTTP/1.0\r\n\r\n")
+    assert_equal "*", env["PATH_INFO"]
+    assert_equal "HTTP/1.0", env["SERVER_PROTOCOL"]
   end
 
   def test_connect_authority_form

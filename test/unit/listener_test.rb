@@ -33,4 +33,93 @@ class ListenerTest < Minitest::Test
   ensure
     listener&.close
   end
+
+  def int_opt(listener, level, name)
+    listener.io.getsockopt(level, name).int
+  end
+
+  def test_unicorn_socket_options_are_applied
+    listener = Narwhal::Listener.new("127.0.0.1:0", rcvbuf: 65_536, sndbuf: 65_536, tcp_nopush: true, reuseport: true)
+    io = listener
+    # Linux doubles the requested buffer sizes for bookkeeping
+    assert_operator int_opt(io, Socket::SOL_SOCKET, Socket::SO_RCVBUF), :>=, 65_536
+    assert_operator int_opt(io, Socket::SOL_SOCKET, Socket::SO_SNDBUF), :>=, 65_536
+    assert_equal 1, int_opt(io, Socket::IPPROTO_TCP, Socket::TCP_NODELAY)
+    # tcp_nopush is accepted but not applied: a cork inherited by kept-alive
+    # connections would hold each response's last packet for 200 ms
+    assert_equal 0, int_opt(io, Socket::IPPROTO_TCP, Socket::TCP_CORK)
+    assert_equal 1, int_opt(io, Socket::SOL_SOCKET, Socket::SO_REUSEPORT)
+  ensure
+    listener&.close
+  end
+
+  def test_tcp_nodelay_can_be_turned_off
+    listener = Narwhal::Listener.new("127.0.0.1:0", tcp_nodelay: false)
+    assert_equal 0, int_opt(listener, Socket::IPPROTO_TCP, Socket::TCP_NODELAY)
+  ensure
+    listener&.close
+  end
+
+  def test_reuseport_lets_two_listeners_share_a_port
+    first = Narwhal::Listener.new("127.0.0.1:0", reuseport: true)
+    second = Narwhal::Listener.new(first.address, reuseport: true, tries: 0)
+    assert_equal first.address, second.address
+  ensure
+    first&.close
+    second&.close
+  end
+
+  def test_a_busy_port_fails_after_tries
+    first = Narwhal::Listener.new("127.0.0.1:0")
+    assert_raises(Errno::EADDRINUSE) { Narwhal::Listener.new(first.address, tries: 1, delay: 0.01) }
+  ensure
+    first&.close
+  end
+
+  def test_ipv6only_and_ipv6_addresses
+    listener = Narwhal::Listener.new("[::1]:0", ipv6only: true)
+    assert_match(/\A\[::1\]:\d+\z/, listener.address)
+    assert_equal 1, int_opt(listener, Socket::IPPROTO_IPV6, Socket::IPV6_V6ONLY)
+  rescue Errno::EADDRNOTAVAIL, Errno::EAFNOSUPPORT
+    flunk "this machine has no IPv6 loopback"
+  ensure
+    listener&.close
+  end
+
+  def test_umask_sets_the_unix_socket_file_mode
+    Dir.mktmpdir do |dir|
+      path = File.join(dir, "u.sock")
+      listener = Narwhal::Listener.new(path, umask: 0o077)
+      assert_equal 0o700, File.stat(path).mode & 0o777
+      listener.close
+    end
+  end
+
+  def test_inherit_wraps_tcp_and_unix_listeners_and_matches_their_configured_address
+    Dir.mktmpdir do |dir|
+      tcp = TCPServer.new("127.0.0.1", 0)
+      unix = UNIXServer.new(File.join(dir, "i.sock"))
+      a = Narwhal::Listener.inherit(tcp.fileno)
+      b = Narwhal::Listener.inherit(unix.fileno)
+      assert_equal Narwhal::Listener.expand_addr("127.0.0.1:#{tcp.addr[1]}"), a.address
+      assert_equal Narwhal::Listener.expand_addr(File.join(dir, "i.sock")), b.address
+      assert b.unix?
+      refute a.unix?
+    end
+  end
+
+  def test_expand_addr_canonical_forms
+    assert_equal "0.0.0.0:8080", Narwhal::Listener.expand_addr(":8080")
+    assert_equal "0.0.0.0:8080", Narwhal::Listener.expand_addr("8080")
+    assert_equal "127.0.0.1:80", Narwhal::Listener.expand_addr("localhost:80")
+    assert_equal "[::1]:80", Narwhal::Listener.expand_addr("[::1]:80")
+    assert_equal File.expand_path("x.sock"), Narwhal::Listener.expand_addr("unix:x.sock")
+  end
+
+  def test_option_problems_are_reported
+    assert_nil Narwhal::Listener.option_problem(backlog: 10, tries: -1, delay: 0.1, tcp_nopush: false)
+    assert_match(/backlog/, Narwhal::Listener.option_problem(backlog: 0))
+    assert_match(/tries/, Narwhal::Listener.option_problem(tries: -2))
+    assert_match(/reuseport/, Narwhal::Listener.option_problem(reuseport: "yes"))
+  end
 end
