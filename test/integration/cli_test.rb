@@ -96,4 +96,33 @@ class CLITest < Minitest::Test
     c&.close
     server&.stop
   end
+
+  # Started without -N (ServerProcess adds it, so spawn by hand here).
+  def start_plain(env_flag, dir)
+    File.write(File.join(dir, "config.ru"), "run ->(env) { [200, { 'content-type' => 'text/plain' }, [ENV['RACK_ENV']]] }\n")
+    log = File.join(dir, "log")
+    port = TCPServer.new("127.0.0.1", 0).then { |s| s.addr[1].tap { s.close } }
+    pid = Process.spawn(RbConfig.ruby, "-I", File.join(Narwhal::ServerProcess::ROOT, "lib"),
+                        Narwhal::ServerProcess::EXE, *env_flag, "-p", port.to_s, chdir: dir, out: log, err: log)
+    wait_until(message: "ready") { File.read(log).include?("ready") }
+    [pid, port, log]
+  end
+
+  def test_development_gets_rackup_default_middleware_and_e_sets_rack_env
+    Dir.mktmpdir do |dir|
+      pid, port, log = start_plain([], dir)
+      assert_equal "development", Net::HTTP.get("127.0.0.1", "/", port)
+      # Rack::CommonLogger writes an access line; Rack::Lint is in place too
+      wait_until(message: "access log line") { File.read(log).match?(%r{"GET / HTTP/1.1" 200}) }
+      Process.kill(:TERM, pid)
+      Process.wait(pid)
+      pid, port, log = start_plain(%w[-E production], dir)
+      assert_equal "production", Net::HTTP.get("127.0.0.1", "/", port)
+      Process.kill(:TERM, pid)
+      Process.wait(pid)
+      refute_match(%r{"GET / HTTP/1.1" 200}, File.read(log), "no CommonLogger in production")
+    ensure
+      Process.kill(:TERM, pid) rescue nil # rubocop:disable Style/RescueModifier
+    end
+  end
 end
