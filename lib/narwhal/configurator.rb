@@ -43,6 +43,7 @@ module Narwhal
       check_client_connection: false,
       default_middleware: true,
       worker_exec: false,
+      trust_x_forwarded: true,
       early_hints: false,
       client_body_buffer_size: 112 * KIB,
       client_max_body_size: 1 * GIB,
@@ -69,7 +70,8 @@ module Narwhal
       @settings.fetch(key)
     end
 
-    LISTEN_OPTIONS = %i[backlog rcvbuf sndbuf tcp_nodelay tcp_nopush ipv6only reuseport umask tries delay].freeze
+    LISTEN_OPTIONS = %i[backlog rcvbuf sndbuf tcp_nodelay tcp_nopush ipv6only reuseport umask tries delay
+                        tcp_defer_accept accept_filter].freeze
 
     # Adds a listen address (the later options win for a repeated one).
     def add_listener(address, options = {})
@@ -128,6 +130,19 @@ module Narwhal
           fail_at(e.message)
         end
         @config.add_listener(address.to_s, options)
+      end
+
+      # Unicorn's plural form: replaces every address given so far.
+      def listeners(addresses)
+        check(addresses.is_a?(Array), "listeners expects an Array of addresses")
+        @config.settings[:listeners] = []
+        addresses.each { |address| listen(address) }
+      end
+
+      # Accepted for Unicorn configs. Narwhal leaves rack.url_scheme alone;
+      # Rack::Request#scheme and #ssl? read X-Forwarded-Proto themselves.
+      def trust_x_forwarded(bool)
+        set_boolean(:trust_x_forwarded, bool)
       end
 
       def worker_processes(count)

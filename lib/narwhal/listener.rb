@@ -46,6 +46,8 @@ module Narwhal
         ok = case key
              when :backlog, :rcvbuf, :sndbuf then value.is_a?(Integer) && value.positive?
              when :umask then value.is_a?(Integer) && value >= 0
+             when :tcp_defer_accept then [true, false, nil].include?(value) || (value.is_a?(Integer) && value >= 0)
+             when :accept_filter then value.nil? || value.is_a?(String)
              when :tries then value.is_a?(Integer) && (value >= 0 || value == -1)
              when :delay then value.is_a?(Numeric) && value >= 0
              when *BOOLEAN_OPTIONS then [true, false].include?(value)
@@ -150,6 +152,7 @@ module Narwhal
       sock = Socket.new(addr.afamily, Socket::SOCK_STREAM, 0)
       sock.setsockopt(Socket::SOL_SOCKET, Socket::SO_REUSEADDR, 1)
       sock.setsockopt(Socket::SOL_SOCKET, Socket::SO_REUSEPORT, 1) if @options[:reuseport]
+      defer_accept(sock)
       if addr.ipv6? && @options.key?(:ipv6only)
         sock.setsockopt(Socket::IPPROTO_IPV6, Socket::IPV6_V6ONLY, @options[:ipv6only] ? 1 : 0)
       end
@@ -163,6 +166,17 @@ module Narwhal
     rescue StandardError
       sock&.close unless sock&.closed?
       raise
+    end
+
+    # Unicorn's tcp_defer_accept (true means 1 s): the kernel hands over a
+    # connection only once its first bytes arrived. accept_filter is the
+    # FreeBSD equivalent and has no effect here.
+    def defer_accept(sock)
+      seconds = @options[:tcp_defer_accept]
+      seconds = 1 if seconds == true
+      return unless seconds.is_a?(Integer) && seconds.positive? && Socket.const_defined?(:TCP_DEFER_ACCEPT)
+
+      sock.setsockopt(Socket::IPPROTO_TCP, Socket::TCP_DEFER_ACCEPT, seconds)
     end
 
     def apply_buffers(sock)

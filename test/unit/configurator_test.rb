@@ -69,4 +69,15 @@ class ConfiguratorTest < Minitest::Test
     e = assert_raises(Narwhal::ConfigError) { Narwhal::Configurator.new(file: "/nonexistent/narwhal.rb") }
     assert_match(/cannot read config file/, e.message)
   end
+
+  def test_unicorn_only_directives_and_listen_options_are_accepted
+    path = write_config(<<~CONF)
+      listeners ["127.0.0.1:9001", "/tmp/narwhal-x.sock"]
+      listen 9002, tcp_defer_accept: true, accept_filter: "httpready", tcp_nopush: true
+      trust_x_forwarded false
+    CONF
+    config = Narwhal::Configurator.new(file: path)
+    assert_equal ["127.0.0.1:9001", "/tmp/narwhal-x.sock", "9002"], config.listeners.map(&:first)
+    assert_equal false, config[:trust_x_forwarded]
+  end
 end

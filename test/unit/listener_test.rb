@@ -122,4 +122,11 @@ class ListenerTest < Minitest::Test
     assert_match(/tries/, Narwhal::Listener.option_problem(tries: -2))
     assert_match(/reuseport/, Narwhal::Listener.option_problem(reuseport: "yes"))
   end
+
+  def test_tcp_defer_accept
+    listener = Narwhal::Listener.new("127.0.0.1:0", tcp_defer_accept: 2, accept_filter: "httpready")
+    assert_operator int_opt(listener, Socket::IPPROTO_TCP, Socket::TCP_DEFER_ACCEPT), :>=, 1
+  ensure
+    listener&.close
+  end
 end
