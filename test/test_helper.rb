@@ -4,6 +4,7 @@ $LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
 require "minitest/autorun"
 require "socket"
 require "tmpdir"
+require "tempfile"
 require "timeout"
 require "narwhal"
 require_relative "support/server_process"
