@@ -70,12 +70,7 @@ class UnicornConfigTest < Minitest::Test
   end
 
   def workers_of(master)
-    Dir.glob("/proc/[0-9]*/stat").filter_map do |stat|
-      fields = File.read(stat).split(") ", 2).last.split
-      Integer(stat[%r{/proc/(\d+)/}, 1]) if fields[1].to_i == master && fields[0] != "Z"
-    rescue SystemCallError
-      nil
-    end
+    Narwhal::ServerProcess.children_of(master)
   end
 
   def master_pid

@@ -84,10 +84,14 @@ module Narwhal
 
     # Pids of the master's live children (its workers), from /proc.
     def worker_pids(master = @pid)
+      self.class.children_of(master)
+    end
+
+    def self.children_of(parent)
       Dir.glob("/proc/[0-9]*/stat").filter_map do |stat|
         fields = File.read(stat).split(") ", 2).last.split
         pid = Integer(stat[%r{/proc/(\d+)/}, 1])
-        pid if fields[1].to_i == master && fields[0] != "Z"
+        pid if fields[1].to_i == parent && fields[0] != "Z"
       rescue SystemCallError
         nil
       end.sort
