@@ -94,6 +94,9 @@ module Narwhal
     # In a freshly forked worker: drop the master's handlers and pipes.
     def after_fork_in_worker
       SIGNALS.each { |sig| trap(sig, "DEFAULT") }
+      # until the worker's own handlers are in place: the master repeats
+      # QUIT until the worker is gone, and QUIT's default would dump core
+      %w[QUIT USR1].each { |sig| trap(sig, "IGNORE") }
       [@self_r, @self_w, @master_w].each(&:close)
       @daemon&.close_in_child
       @workers.clear
