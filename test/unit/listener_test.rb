@@ -81,7 +81,7 @@ class ListenerTest < Minitest::Test
     assert_match(/\A\[::1\]:\d+\z/, listener.address)
     assert_equal 1, int_opt(listener, Socket::IPPROTO_IPV6, Socket::IPV6_V6ONLY)
   rescue Errno::EADDRNOTAVAIL, Errno::EAFNOSUPPORT
-    flunk "this machine has no IPv6 loopback"
+    skip "this machine has no IPv6 loopback (reported as a skip, not a pass)"
   ensure
     listener&.close
   end
