@@ -54,7 +54,12 @@ static const unsigned char host_char[256] = {
   [','] = 1, [';'] = 1, ['='] = 1, ['%'] = 1,
 };
 
-/* characters inside an IP-literal: IPv6, IPv4-suffix, IPvFuture, zone */
+/*
+ * Characters allowed inside a bracketed IP-literal: hex digits, ":" and "."
+ * (IPv6, IPv4 suffix), "v" and "%". Zone identifiers with letters beyond
+ * a-f (fe80::1%25eth0) and most IPvFuture forms are therefore rejected; RFC
+ * 9110 has no zone identifiers in Host, and browsers never send them.
+ */
 static const unsigned char ip_literal_char[256] = {
   ['0' ... '9'] = 1, ['A' ... 'F'] = 1, ['a' ... 'f'] = 1, [':'] = 1,
   ['.'] = 1, ['v'] = 1, ['V'] = 1, ['%'] = 1,
