@@ -139,23 +139,21 @@ module Narwhal
         addresses.each { |address| listen(address) }
       end
 
-      # Accepted for Unicorn configs. Narwhal leaves rack.url_scheme alone;
-      # Rack::Request#scheme and #ssl? read X-Forwarded-Proto themselves.
-      def trust_x_forwarded(bool)
-        set_boolean(:trust_x_forwarded, bool)
-      end
+      # Directives that only check a type and a lower bound.
+      INTEGERS = { worker_processes: 1, client_body_buffer_size: 0, max_request_line: 64, max_header_size: 256,
+                   max_header_fields: 1, keepalive_requests: 1 }.freeze
+      NUMBERS = { timeout: 0.001, keepalive_timeout: 0, client_timeout: 0.001, write_timeout: 0.001 }.freeze
+      # trust_x_forwarded is accepted for Unicorn configs: narwhal leaves
+      # rack.url_scheme alone; Rack::Request#scheme and #ssl? read
+      # X-Forwarded-Proto themselves.
+      BOOLEANS = %i[preload_app early_hints rewindable_input check_client_connection default_middleware
+                    worker_exec trust_x_forwarded].freeze
 
-      def worker_processes(count)
-        set_integer(:worker_processes, count, min: 1)
-      end
-
-      def timeout(seconds)
-        set_number(:timeout, seconds, min: 0.001)
-      end
-
-      def preload_app(bool)
-        set_boolean(:preload_app, bool)
-      end
+      INTEGERS.each { |name, min| define_method(name) { |value| set_integer(name, value, min: min) } }
+      NUMBERS.each { |name, min| define_method(name) { |value| set_number(name, value, min: min) } }
+      BOOLEANS.each { |name| define_method(name) { |value| set_boolean(name, value) } }
+      # relative to working_directory when one was given before, else the start directory
+      %i[pid stderr_path stdout_path].each { |name| define_method(name) { |path| set_path(name, path) } }
 
       HOOKS.each do |name, arity|
         define_method(name) do |callable = nil, &block|
@@ -167,18 +165,6 @@ module Narwhal
           end
           @config.settings[name] = hook
         end
-      end
-
-      def pid(path)
-        set_path(:pid, path)
-      end
-
-      def stderr_path(path)
-        set_path(:stderr_path, path)
-      end
-
-      def stdout_path(path)
-        set_path(:stdout_path, path)
       end
 
       def working_directory(path)
@@ -198,64 +184,12 @@ module Narwhal
         @config.settings[:user] = [user, group]
       end
 
-      def rewindable_input(bool)
-        set_boolean(:rewindable_input, bool)
-      end
-
-      def check_client_connection(bool)
-        set_boolean(:check_client_connection, bool)
-      end
-
-      def default_middleware(bool)
-        set_boolean(:default_middleware, bool)
-      end
-
-      def worker_exec(bool)
-        set_boolean(:worker_exec, bool)
-      end
-
-      def early_hints(bool)
-        set_boolean(:early_hints, bool)
-      end
-
-      def client_body_buffer_size(bytes)
-        set_integer(:client_body_buffer_size, bytes, min: 0)
-      end
-
       def client_max_body_size(bytes)
         if bytes.nil?
           @config.settings[:client_max_body_size] = nil
         else
           set_integer(:client_max_body_size, bytes, min: 1)
         end
-      end
-
-      def max_request_line(bytes)
-        set_integer(:max_request_line, bytes, min: 64)
-      end
-
-      def max_header_size(bytes)
-        set_integer(:max_header_size, bytes, min: 256)
-      end
-
-      def max_header_fields(count)
-        set_integer(:max_header_fields, count, min: 1)
-      end
-
-      def keepalive_timeout(seconds)
-        set_number(:keepalive_timeout, seconds, min: 0)
-      end
-
-      def keepalive_requests(count)
-        set_integer(:keepalive_requests, count, min: 1)
-      end
-
-      def client_timeout(seconds)
-        set_number(:client_timeout, seconds, min: 0.001)
-      end
-
-      def write_timeout(seconds)
-        set_number(:write_timeout, seconds, min: 0.001)
       end
 
       def logger(obj)

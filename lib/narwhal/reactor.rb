@@ -52,10 +52,6 @@ module Narwhal
       @poller.delete(fd)
     end
 
-    def connection_count
-      @connections.size
-    end
-
     # Runs until #stop_accepting was called and every connection is gone.
     def run
       ready = @ready
