@@ -1,0 +1,79 @@
+# frozen_string_literal: true
+
+module Bench
+  # Markdown tables of a scenario's summarised results.
+  module Markdown
+    module_function
+
+    def scenario(result)
+      lines = ["## #{result['title']}", "", result["about"], ""]
+      result["variants"].each do |variant|
+        lines << "### #{variant['title']}" << ""
+        lines.concat(table(result, variant)) << ""
+      end
+      lines.join("\n")
+    end
+
+    def table(result, variant)
+      columns = result["columns"]
+      head = ["server", "processes × threads", *columns.map { |c| c["header"] }, "vs narwhal"]
+      rows = [row(head), row(head.map.with_index { |_, i| i < 2 ? "---" : "---:" })]
+      notes = []
+      variant["rows"].each do |r|
+        cells = columns.map { |c| cell(r, c, notes) }
+        rows << row([r["server"], r["shape"], *cells, ratio(r)])
+        r["failures"].each { |f| notes << "#{r['server']}: #{f}" }
+      end
+      rows + notes.uniq.map { |n| "\n#{n}" }
+    end
+
+    def row(cells)
+      "| #{cells.join(' | ')} |"
+    end
+
+    # Median of the runs, with min–max when the runs differ.
+    def cell(row, column, notes)
+      key = column["key"]
+      if column["format"] == "errors"
+        text = number(row.dig("sum", key), "count")
+        if row["eof_framed"]
+          notes << EOF_NOTE
+          text += "¹"
+        end
+        return text
+      end
+      med = row.dig("median", key)
+      return "–" if med.nil?
+
+      min = row.dig("min", key)
+      max = row.dig("max", key)
+      text = number(med, column["format"])
+      text += " (#{number(min, column['format'])}–#{number(max, column['format'])})" if min != max && !min.nil?
+      text
+    end
+
+    def ratio(row)
+      row["ratio"] ? format("%.2f×", row["ratio"]) : "–"
+    end
+
+    EOF_NOTE = "¹ wrk read errors, one per response: the server sends this app's responses without " \
+               "Content-Length and ends each by closing the connection, which wrk counts as a read " \
+               "error. The responses are complete; these are not failed requests."
+
+    def number(value, fmt)
+      return "–" if value.nil?
+
+      case fmt
+      when "rps", "count" then delimit(value.round)
+      when "ms" then value < 1 ? format("%.2f ms", value) : format("%.#{value < 100 ? 1 : 0}f ms", value)
+      when "mb" then format("%.1f MB", value)
+      when "s" then format("%.2f s", value)
+      else value.to_s
+      end
+    end
+
+    def delimit(int)
+      int.to_s.reverse.scan(/\d{1,3}/).join(",").reverse.then { |s| int.negative? ? "-#{s}" : s }
+    end
+  end
+end
