@@ -26,6 +26,7 @@ OptionParser.new do |o|
   end
   o.on("-r", "--runs N", Integer, "interleaved runs of each measurement (3)") { |v| opts[:runs] = v }
   o.on("--quick", "short durations, 1 run: checks that everything works") { opts[:quick] = true }
+  o.on("--ruby-opt OPTS", "extra RUBYOPT for the Ruby servers, e.g. --yjit") { |v| Bench.ruby_opt = v }
 end.parse!(ARGV)
 
 opts[:runs] = 1 if opts[:quick] && !ARGV.include?("-r")

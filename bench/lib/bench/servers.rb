@@ -67,8 +67,15 @@ module Bench
     SERVERS[name] = Server.new(name, **opts, &command)
   end
 
+  class << self
+    # Extra RUBYOPT for every Ruby server (run.rb --ruby-opt), e.g. --yjit.
+    attr_accessor :ruby_opt
+  end
+
   def self.bundle(*argv)
-    [{ "BUNDLE_GEMFILE" => GEMFILE, "RACK_ENV" => "production" }, ["bundle", "exec", *argv]]
+    env = { "BUNDLE_GEMFILE" => GEMFILE, "RACK_ENV" => "production" }
+    env["RUBYOPT"] = [ENV.fetch("RUBYOPT", nil), ruby_opt].compact.join(" ") if ruby_opt
+    [env, ["bundle", "exec", *argv]]
   end
 
   # Unicorn's configuration language; narwhal reads it unchanged.

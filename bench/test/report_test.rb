@@ -1,0 +1,80 @@
+# frozen_string_literal: true
+
+require "minitest/autorun"
+require_relative "../lib/bench"
+
+# The suite's report pieces: the numbers in its tables and its charts.
+class SvgChartTest < Minitest::Test
+  def chart(bars, **opts)
+    Bench::SvgChart.new(title: "hello", unit: "req/s", bars: bars, **opts).to_svg
+  end
+
+  def widths(svg)
+    svg.scan(/<rect class="bar"[^>]* width="([\d.]+)"/).flatten.map(&:to_f)
+  end
+
+  # The text of every <text> element, unescaped.
+  def texts(svg)
+    svg.scan(%r{<text[^>]*>([^<]*)</text>}).flatten.map do |t|
+      t.gsub("&lt;", "<").gsub("&gt;", ">").gsub("&quot;", '"').gsub("&#39;", "'").gsub("&amp;", "&")
+    end
+  end
+
+  def test_bars_are_proportional_to_their_values
+    svg = chart([{ label: "narwhal", value: 100, highlight: true }, { label: "puma", value: 50 }])
+    wide, narrow = widths(svg)
+    assert_in_delta wide / 2, narrow, 1
+  end
+
+  def test_highlighted_bar_has_its_own_colour
+    svg = chart([{ label: "narwhal", value: 10, highlight: true }, { label: "puma", value: 5 }])
+    fills = svg.scan(/<rect class="bar"[^>]* fill="([^"]+)"/).flatten
+    assert_equal [Bench::SvgChart::HIGHLIGHT, Bench::SvgChart::NEUTRAL], fills
+  end
+
+  def test_missing_value_is_said_not_drawn
+    svg = chart([{ label: "narwhal", value: 10 }, { label: "unicorn", value: nil, note: "no response" }])
+    assert_equal 1, widths(svg).size
+    assert_includes svg, ">no response<"
+  end
+
+  def test_labels_are_escaped
+    svg = chart([{ label: %(a<b & "c"), value: 1 }])
+    assert_includes texts(svg), %(a<b & "c")
+    refute_includes svg, %(a<b)
+    assert svg.start_with?("<svg xmlns=")
+    assert svg.end_with?("</svg>\n")
+  end
+
+  def test_axis_ends_at_a_round_number_above_the_largest_value
+    svg = chart([{ label: "narwhal", value: 60_821, min: 59_000, max: 61_000 }])
+    labels = texts(svg)
+    assert_includes labels, "80k" # the axis end: 8 × 10^4
+    assert_includes labels, "60,821 req/s"
+  end
+
+  def test_same_input_same_bytes
+    bars = [{ label: "narwhal", value: 3.5, min: 3, max: 4 }]
+    assert_equal chart(bars), chart(bars)
+  end
+end
+
+class MarkdownTest < Minitest::Test
+  def test_numbers_read_as_in_the_tables
+    assert_equal "60,821", Bench::Markdown.number(60_821.4, "rps")
+    assert_equal "0.21 ms", Bench::Markdown.number(0.21, "ms")
+    assert_equal "4.5 ms", Bench::Markdown.number(4.53, "ms")
+    assert_equal "412 ms", Bench::Markdown.number(412.2, "ms")
+    assert_equal "288.0 MB", Bench::Markdown.number(288, "mb")
+    assert_equal "–", Bench::Markdown.number(nil, "ms")
+  end
+
+  def test_table_has_median_range_errors_and_ratio
+    result = { "columns" => [{ "key" => "rps", "header" => "req/s", "format" => "rps" },
+                             { "key" => "errors", "header" => "errors", "format" => "errors" }] }
+    row = { "server" => "puma", "shape" => "1 × 1", "median" => { "rps" => 7500.0 }, "min" => { "rps" => 7000.0 },
+            "max" => { "rps" => 8000.0 }, "sum" => { "errors" => 0 }, "ratio" => 0.125, "failures" => [] }
+    lines = Bench::Markdown.table(result, { "rows" => [row] })
+    assert_equal "| puma | 1 × 1 | 7,500 (7,000–8,000) | 0 | 0.12× |", lines.last
+  end
+end
