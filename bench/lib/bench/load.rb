@@ -41,6 +41,8 @@ module Bench
     # response as a read error. Not a failed request.
     def eof_framed?(result)
       d = result["error_detail"]
+      return false unless d&.key?("read") # not a wrk result
+
       d["non_2xx_3xx"].zero? && result["errors"].positive? && d["read"] == result["errors"] &&
         (d["read"] - result["requests"]).abs <= result["requests"] / 100 + 64
     end

@@ -146,7 +146,7 @@ module Bench
         "server" => server.name, "shape" => shape(server, processes, threads),
         "median" => stat.call(->(v) { Bench.median(v) }), "min" => stat.call(->(v) { v.min }),
         "max" => stat.call(->(v) { v.max }), "sum" => stat.call(->(v) { v.sum }),
-        "eof_framed" => !good.empty? && good.all? { |r| r["error_detail"] && Wrk.eof_framed?(r) },
+        "eof_framed" => !good.empty? && good.all? { |r| Wrk.eof_framed?(r) },
         "failures" => runs.filter_map { |r| r["failure"] }, "runs" => runs
       }
     end
