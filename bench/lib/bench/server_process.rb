@@ -20,8 +20,12 @@ module Bench
       @spawned = @pid
     end
 
+    # The end of the server's output, for failure messages.
+    LOG_TAIL = 4000
+
     def log
-      File.exist?(@log) ? File.read(@log)[-4000..] || File.read(@log) : ""
+      text = File.exist?(@log) ? File.read(@log) : ""
+      text.size > LOG_TAIL ? text[-LOG_TAIL..] : text
     end
 
     # Waits until the port accepts connections and the process tree has stopped growing.
