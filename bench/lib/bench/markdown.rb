@@ -56,9 +56,10 @@ module Bench
       row["ratio"] ? format("%.2f×", row["ratio"]) : "–"
     end
 
-    EOF_NOTE = "¹ wrk read errors, one per response: the server sends this app's responses without " \
-               "Content-Length and ends each by closing the connection, which wrk counts as a read " \
-               "error. The responses are complete; these are not failed requests."
+    EOF_NOTE = "¹ wrk read errors, as many as responses: the server ends each response by closing the " \
+               "connection in a way wrk counts as a read error (unicorn sends this app's responses without " \
+               "Content-Length, so the close is what ends them). The responses are complete; these are " \
+               "not failed requests."
 
     def number(value, fmt)
       return "–" if value.nil?

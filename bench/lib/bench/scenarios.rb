@@ -101,7 +101,8 @@ module Bench
       ),
       Scenario.new(
         name: "tail", title: "tail: 2% slow requests",
-        about: "2% of requests wait 1 s (a slow backend), the rest answer at once. 6 client processes, each " \
+        about: "2% of requests take 1 s (900 ms waiting on a backend, then 100 ms of CPU), the rest answer " \
+               "at once. 6 client processes, each " \
                "timing its own requests, a new connection per request (as behind a proxy), " \
                "#{timing.long} s. Latencies are of the fast requests only. Threaded servers 2 × 4, " \
                "process-only servers 8 processes, fiber servers 2 processes.",
