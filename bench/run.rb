@@ -7,6 +7,7 @@
 #   ruby bench/run.rb                            # everything (about an hour)
 #   ruby bench/run.rb -s hello,cpu -S narwhal,puma
 #   ruby bench/run.rb --quick                    # 1 short run of each: does it all work?
+#   ruby bench/run.rb -s hello -S narwhal --baseline ../old   # before/after a change
 #
 # Writes bench/results/<date>-<scenario>.{json,md}; `ruby bench/report.rb`
 # turns the newest results into docs/benchmarks.md and its charts.
@@ -26,8 +27,14 @@ OptionParser.new do |o|
   end
   o.on("-r", "--runs N", Integer, "interleaved runs of each measurement (3)") { |v| opts[:runs] = v }
   o.on("--quick", "short durations, 1 run: checks that everything works") { opts[:quick] = true }
+  o.on("--baseline DIR", "also run narwhal from another checkout DIR (e.g. a `git worktree` of the " \
+                         "previous commit) as narwhal-baseline") { |dir| opts[:baseline] = dir }
   o.on("--ruby-opt OPTS", "extra RUBYOPT for the Ruby servers, e.g. --yjit") { |v| Bench.ruby_opt = v }
 end.parse!(ARGV)
+if opts[:baseline]
+  Bench.add_baseline(opts[:baseline])
+  opts[:servers] |= ["narwhal-baseline"]
+end
 
 opts[:runs] = 1 if opts[:quick] && !ARGV.include?("-r")
 all = Bench.scenarios(opts[:quick] ? Bench::QUICK : Bench::FULL)

@@ -97,6 +97,24 @@ module Bench
     bundle("narwhal", "-c", conf, l.app)
   end
 
+  # Another checkout of narwhal (run.rb --baseline DIR, its extension
+  # built), run with the same config: before/after numbers from one
+  # interleaved run rather than from two runs on a drifting machine.
+  def self.add_baseline(dir)
+    dir = File.expand_path(dir)
+    so = File.join(dir, "lib", "narwhal_http", "narwhal_http.so")
+    raise ArgumentError, "#{so} missing: run `bundle exec rake compile` in #{dir}" unless File.exist?(so)
+
+    commit = `git -C #{dir} rev-parse --short HEAD 2>/dev/null`.strip
+    server "narwhal-baseline", model: :processes, restart: :reexec,
+                               settings: "narwhal at #{commit.empty? ? dir : commit}, the same config as narwhal" do |l|
+      conf = l.config_file("narwhal.conf.rb", unicorn_config(l, preload: l.preload))
+      env, argv = bundle("ruby", "-I", File.join(dir, "lib"), File.join(dir, "exe", "narwhal"), "-c", conf, l.app)
+      # a USR2 re-exec runs exe/narwhal again, without our -I
+      [env.merge("RUBYLIB" => File.join(dir, "lib")), argv]
+    end
+  end
+
   server "puma", model: :threads, restart: "USR1",
                  settings: "single mode (-w 0) for 1 process, else cluster mode with preload_app!; " \
                            "threads T:T; bind ?backlog=#{BACKLOG}; quiet (no request log); " \
