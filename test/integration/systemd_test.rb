@@ -1,0 +1,142 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require "open3"
+require "support/example_file"
+
+# examples/systemd: the committed units, with their paths pointed at a
+# temporary app, pass `systemd-analyze verify` (and a broken copy does not);
+# narwhal takes the socket `systemd-socket-activate` passes it, run by hand
+# and as the unit's own ExecStart=; USR2 leaves PIDFile= naming the live
+# master, which is what systemd follows; and a socket file systemd made
+# outlives narwhal's exit.
+class SystemdTest < Minitest::Test
+  ROOT = Narwhal::ServerProcess::ROOT
+  ACTIVATE = "/usr/bin/systemd-socket-activate"
+  ANALYZE = "/usr/bin/systemd-analyze"
+  APP = "run ->(env) { [200, { 'content-type' => 'text/plain' }, [\"pid \#{Process.pid}\"]] }\n"
+
+  def setup
+    @dir = Dir.mktmpdir("narwhal-systemd")
+    @app = File.join(@dir, "app")
+    @units = File.join(@dir, "units")
+    [@app, "#{@app}/bin", "#{@app}/config", @units, "#{@dir}/run", "#{@dir}/log"].each { |d| FileUtils.mkdir_p(d) }
+    @sock = File.join(@dir, "narwhal.sock")
+    # the unit's paths, longest first where one is a prefix of another
+    @paths = { "/run/narwhal.sock" => @sock, "/run/narwhal" => "#{@dir}/run",
+               "/var/log/narwhal" => "#{@dir}/log", "/srv/app/current" => @app }
+    File.write(File.join(@app, "config.ru"), APP)
+    File.write(File.join(@app, "Gemfile"), "")
+    # a binstub, as `bundle binstubs narwhal` makes: USR2 re-executes it
+    binstub = File.join(@app, "bin", "narwhal")
+    File.write(binstub, "#!#{RbConfig.ruby}\n$LOAD_PATH.unshift(#{File.join(ROOT, 'lib').inspect})\n" \
+                        "load #{Narwhal::ServerProcess::EXE.inspect}\n")
+    File.chmod(0o755, binstub)
+    Narwhal::ExampleFile.write("systemd/narwhal.rb", File.join(@app, "config"), @paths)
+    @service = Narwhal::ExampleFile.write("systemd/narwhal.service", @units,
+                                          @paths.slice("/run/narwhal", "/var/log/narwhal", "/srv/app/current"))
+    @socket = Narwhal::ExampleFile.write("systemd/narwhal.socket", @units, @paths.slice("/run/narwhal.sock"))
+    @pids = []
+  end
+
+  def teardown
+    masters = @service ? [pid_file, "#{pid_file}.oldbin"].filter_map { |f| read_pid(f) } : []
+    (masters + @pids).each do |pid|
+      Process.kill(:KILL, pid)
+    rescue Errno::ESRCH
+      nil
+    end
+    @pids.each { |pid| Process.wait(pid) rescue nil } # rubocop:disable Style/RescueModifier
+    FileUtils.rm_rf(@dir)
+  end
+
+  # --- the unit files ---
+
+  # Values of `key=` in a unit file, comments ignored.
+  def unit_values(path, key)
+    File.readlines(path, chomp: true).filter_map { |l| l.split("=", 2)[1] if l.start_with?("#{key}=") }
+  end
+
+  def pid_file
+    unit_values(@service, "PIDFile").first
+  end
+
+  def exec_start
+    unit_values(@service, "ExecStart").first.split
+  end
+
+  def log
+    File.read(File.join(@dir, "log", "narwhal.log"))
+  rescue Errno::ENOENT
+    ""
+  end
+
+  # systemd-analyze exits 0 on settings it ignores with a warning (a
+  # misspelt value): any line about our files counts as a failure too.
+  def verify_problems(*files)
+    out, status = Open3.capture2e(ANALYZE, "verify", *files)
+    ours = out.lines.grep(/narwhal\.(service|socket)/)
+    status.success? && ours.empty? ? nil : out
+  end
+
+  def test_the_units_pass_systemd_analyze_verify
+    assert_equal "/run/narwhal.sock", File.read(File.join(ROOT, "examples/systemd/narwhal.socket"))[/^ListenStream=(.*)$/, 1]
+    problems = verify_problems(@service, @socket)
+    assert_nil problems, "systemd-analyze verify:\n#{problems}"
+  end
+
+  def test_systemd_analyze_verify_catches_a_broken_unit
+    broken = { "KillSignal=SIGQUIT" => "KillSignal=SIGQUITE", "ExecStart=#{@app}/bin/" => "ExecStart=#{@app}/nobin/",
+               "Type=forking" => "Tpye=forking" }
+    good = File.read(@service)
+    broken.each do |from, to|
+      File.write(@service, good.sub(/^#{Regexp.escape(from)}/, to))
+      refute_equal good, File.read(@service)
+      refute_nil verify_problems(@service, @socket), "#{to} passed systemd-analyze verify"
+      File.write(@service, good)
+    end
+    assert_nil verify_problems(@service, @socket)
+  end
+
+  # --- systemd-socket-activate ---
+
+  def free_port
+    server = TCPServer.new("127.0.0.1", 0)
+    server.addr[1]
+  ensure
+    server&.close
+  end
+
+  # systemd-socket-activate binds, then execs the command at the first
+  # connection with LISTEN_FDS=1 and LISTEN_PID set to its own pid.
+  def activate(address, *command, out: File.join(@dir, "activate.log"))
+    pid = Process.spawn(ACTIVATE, "-l", address, *command, chdir: @app, out: out, err: out, pgroup: true)
+    @pids << pid
+    wait_until(timeout: 10, message: "systemd-socket-activate listening") { File.read(out).include?("Listening on") }
+    pid
+  end
+
+  def request(sock)
+    sock.write("GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    raise "no response in 30s" unless sock.wait_readable(30)
+
+    sock.read
+  ensure
+    sock.close
+  end
+
+  def test_narwhal_run_by_hand_takes_the_activated_socket
+    port = free_port
+    log_path = File.join(@dir, "activate.log")
+    pid = activate("127.0.0.1:#{port}", RbConfig.ruby, "-I", File.join(ROOT, "lib"), Narwhal::ServerProcess::EXE,
+                   "-N", "config.ru", out: log_path)
+    # the first connection starts narwhal; it waits in the socket's backlog
+    assert_match(%r{\AHTTP/1.1 200 OK.*pid \d+\z}m, request(TCPSocket.new("127.0.0.1", port)))
+    assert_match(/inherited addr=127\.0\.0\.1:#{port} fd=3$/, File.read(log_path))
+    refute_match(/listening on/, File.read(log_path))
+    assert_equal "narwhal master", File.read("/proc/#{pid}/cmdline").tr("\0", " ").strip, "exec'd in place: LISTEN_PID is its pid"
+    Process.kill(:QUIT, pid)
+    wait_until(timeout: 15, message: "narwhal exit") { Process.wait(pid, Process::WNOHANG) }
+    @pids.delete(pid)
+  end
+end
