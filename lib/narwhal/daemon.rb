@@ -10,6 +10,9 @@ module Narwhal
 
     # Returns the Daemon in the master; never returns in the launcher.
     def self.daemonize
+      # USR2's new master is detached already; forking again would look to the old master like its death
+      return new(nil) if ENV.key?(Master::FD_ENV)
+
       rd, wr = IO.pipe
       if fork
         wr.close

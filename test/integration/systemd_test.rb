@@ -139,4 +139,59 @@ class SystemdTest < Minitest::Test
     wait_until(timeout: 15, message: "narwhal exit") { Process.wait(pid, Process::WNOHANG) }
     @pids.delete(pid)
   end
+
+  # --- Type=forking: what systemd sees ---
+
+  def alive?(pid)
+    !File.read("/proc/#{pid}/stat").split(") ", 2).last.start_with?("Z")
+  rescue Errno::ENOENT
+    false
+  end
+
+  # Runs the unit's ExecStart= (which daemonizes, -D) as systemd would:
+  # the unit is started when the command exits 0; returns the main pid,
+  # read from PIDFile=.
+  def start_service(*prefix)
+    out = File.join(@dir, "exec_start.log")
+    launcher = Process.spawn(*prefix, *exec_start, chdir: @app, out: out, err: out, pgroup: true)
+    @pids << launcher
+    yield if block_given?
+    _, status = Process.wait2(launcher)
+    @pids.delete(launcher)
+    assert status.success?, "ExecStart= failed: #{File.read(out)}\n#{log}"
+    read_pid(pid_file).tap { |pid| assert pid && alive?(pid), "PIDFile= names no live process" }
+  end
+
+  def unix_request
+    request(UNIXSocket.new(@sock))
+  end
+
+  # `systemctl kill --kill-whom=main -s USR2`; the new master's before_fork
+  # sends QUIT to the old one. When systemd's main process exits, systemd
+  # reads PIDFile= again: it must name the new, live master by then.
+  def deploy(main)
+    Process.kill(:USR2, main)
+    wait_until(timeout: 30, message: "old master pid=#{main} gone\n#{log}") { !alive?(main) }
+    new_main = read_pid(pid_file)
+    refute_equal main, new_main
+    assert alive?(new_main), "PIDFile= names a dead process after USR2\n#{log}"
+    new_main
+  end
+
+  def test_usr2_under_type_forking_leaves_pid_file_naming_the_live_master
+    main = start_service
+    assert_match(/\AHTTP\/1.1 200 OK/, unix_request)
+    second = deploy(main)
+    wait_until(message: ".oldbin removed") { !File.exist?("#{pid_file}.oldbin") }
+    assert File.socket?(@sock), "the old master removed the socket the new one serves"
+    assert_match(/\AHTTP\/1.1 200 OK/, unix_request)
+    refute_match(/carries on/, log)
+    # and the next deploy works as the first did
+    third = deploy(second)
+    assert_match(/\AHTTP\/1.1 200 OK/, unix_request)
+    # systemctl stop: KillSignal=SIGQUIT to the main process
+    Process.kill(:QUIT, third)
+    wait_until(timeout: 30, message: "stopped") { !alive?(third) }
+    refute File.exist?(pid_file)
+  end
 end
