@@ -13,6 +13,7 @@ module Narwhal
       # USR2's new master is detached already; forking again would look to the old master like its death
       return new(nil) if ENV.key?(Master::FD_ENV)
 
+      launcher = Process.pid.to_s
       rd, wr = IO.pipe
       if fork
         wr.close
@@ -21,6 +22,8 @@ module Narwhal
       rd.close
       Process.setsid
       exit!(0) if fork
+      # systemd's LISTEN_PID names the process it started; its sockets are for this master
+      ENV["LISTEN_PID"] = Process.pid.to_s if ENV["LISTEN_PID"] == launcher
       $stdin.reopen(File::NULL)
       # stderr_path / stdout_path reopen these later when configured
       $stdout.reopen(File::NULL, "a")

@@ -194,4 +194,21 @@ class SystemdTest < Minitest::Test
     wait_until(timeout: 30, message: "stopped") { !alive?(third) }
     refute File.exist?(pid_file)
   end
+
+  # narwhal.socket + narwhal.service: the unit's ExecStart= (-D) under
+  # systemd-socket-activate, on the socket unit's ListenStream=.
+  def test_the_service_takes_the_socket_of_the_socket_unit
+    listen = unit_values(@socket, "ListenStream").first
+    assert_equal @sock, listen
+    client = nil
+    main = start_service(ACTIVATE, "-l", listen) do
+      wait_until(timeout: 10, message: "socket bound") { File.socket?(@sock) }
+      client = UNIXSocket.new(@sock) # the first connection starts the service
+    end
+    assert_match(/\AHTTP\/1.1 200 OK/, request(client))
+    assert_match(/inherited addr=#{Regexp.escape(@sock)} fd=3$/, log)
+    refute_match(/listening on/, log)
+    deploy(main)
+    assert_match(/\AHTTP\/1.1 200 OK/, unix_request)
+  end
 end
