@@ -211,4 +211,38 @@ class SystemdTest < Minitest::Test
     deploy(main)
     assert_match(/\AHTTP\/1.1 200 OK/, unix_request)
   end
+
+  # systemd holds the socket (this test does, as systemd would) and passes
+  # it as descriptor 3 to each start of the service.
+  def start_with_systemd_socket(server)
+    out = File.join(@dir, "service.log")
+    pid = Process.spawn({ "LISTEN_FDS" => "1" }, "/bin/sh", "-c", 'LISTEN_PID=$$ exec "$0" "$@"',
+                        RbConfig.ruby, "-I", File.join(ROOT, "lib"), Narwhal::ServerProcess::EXE, "-N", "config.ru",
+                        3 => server, chdir: @app, out: out, err: out, pgroup: true)
+    @pids << pid
+    pid
+  end
+
+  def stop(pid)
+    Process.kill(:QUIT, pid)
+    wait_until(timeout: 15, message: "narwhal exit") { Process.wait(pid, Process::WNOHANG) }
+    @pids.delete(pid)
+  end
+
+  # `systemctl restart narwhal.service` with narwhal.socket: the path must
+  # still lead to systemd's socket, and a client that connects while no
+  # narwhal runs is served by the next one.
+  def test_a_socket_file_made_by_systemd_outlives_narwhal
+    held = UNIXServer.new(@sock)
+    first = start_with_systemd_socket(held)
+    assert_match(/\AHTTP\/1.1 200 OK/, unix_request)
+    stop(first)
+    assert File.socket?(@sock), "narwhal deleted the socket file systemd created"
+    waiting = UNIXSocket.new(@sock) # queued in the backlog systemd keeps
+    start_with_systemd_socket(held)
+    assert_match(/\AHTTP\/1.1 200 OK/, request(waiting))
+    assert_match(/inherited addr=#{Regexp.escape(@sock)} fd=3$/, File.read(File.join(@dir, "service.log")))
+  ensure
+    held&.close
+  end
 end
