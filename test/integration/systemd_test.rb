@@ -98,6 +98,20 @@ class SystemdTest < Minitest::Test
     assert_nil verify_problems(@service, @socket)
   end
 
+  # Stop and reload as narwhal's signals want them (docs/SIGNALS.md).
+  def test_stop_and_reload_use_narwhals_signals
+    assert_equal ["SIGQUIT"], unit_values(@service, "KillSignal"), "QUIT is the graceful stop"
+    assert_equal ["mixed"], unit_values(@service, "KillMode")
+    assert_equal ["/bin/kill -HUP $MAINPID"], unit_values(@service, "ExecReload")
+    timeout = Integer(File.read(File.join(@app, "config", "narwhal.rb"))[/^timeout (\d+)$/, 1])
+    stop_sec = Integer(unit_values(@service, "TimeoutStopSec").first)
+    assert_operator stop_sec, :>, timeout + Narwhal::Master::KILL_AFTER, "narwhal's own kill comes first"
+    assert_equal ["forking"], unit_values(@service, "Type")
+    assert_includes exec_start, "-D"
+    assert_equal "#{@dir}/run/narwhal.pid", pid_file
+    assert_match(/^pid "#{Regexp.escape(pid_file)}"$/, File.read(File.join(@app, "config", "narwhal.rb")))
+  end
+
   # --- systemd-socket-activate ---
 
   def free_port
@@ -175,6 +189,8 @@ class SystemdTest < Minitest::Test
     new_main = read_pid(pid_file)
     refute_equal main, new_main
     assert alive?(new_main), "PIDFile= names a dead process after USR2\n#{log}"
+    wait_until(message: ".oldbin removed") { !File.exist?("#{pid_file}.oldbin") }
+    assert File.socket?(@sock), "the old master removed the socket the new one serves"
     new_main
   end
 
@@ -182,8 +198,6 @@ class SystemdTest < Minitest::Test
     main = start_service
     assert_match(/\AHTTP\/1.1 200 OK/, unix_request)
     second = deploy(main)
-    wait_until(message: ".oldbin removed") { !File.exist?("#{pid_file}.oldbin") }
-    assert File.socket?(@sock), "the old master removed the socket the new one serves"
     assert_match(/\AHTTP\/1.1 200 OK/, unix_request)
     refute_match(/carries on/, log)
     # and the next deploy works as the first did
