@@ -55,6 +55,10 @@ class HaproxyTest < Minitest::Test
     # the first health check passes (a check runs at start-up) and a
     # request goes through
     wait_until(timeout: 15, message: "haproxy serving\n#{haproxy_log}") do
+      if Process.wait(@haproxy_pid, Process::WNOHANG)
+        @haproxy_pid = nil
+        flunk "haproxy exited:\n#{haproxy_log}"
+      end
       get == 200
     rescue SystemCallError
       false

@@ -77,6 +77,10 @@ class NginxTest < Minitest::Test
     @nginx_pid = Process.spawn(NGINX, "-p", File.join(@dir, "nginx"), "-c", conf, "-g", "daemon off;",
                                out: log, err: log)
     wait_until(timeout: 10, message: "nginx listening\n#{File.read(log) rescue ''}") do # rubocop:disable Style/RescueModifier
+      if Process.wait(@nginx_pid, Process::WNOHANG)
+        @nginx_pid = nil
+        flunk "nginx exited:\n#{File.read(log)}"
+      end
       TCPSocket.new("127.0.0.1", @port).close
       true
     rescue SystemCallError
