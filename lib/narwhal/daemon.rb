@@ -10,6 +10,10 @@ module Narwhal
 
     # Returns the Daemon in the master; never returns in the launcher.
     def self.daemonize
+      # USR2's new master is detached already; forking again would look to the old master like its death
+      return new(nil) if ENV.key?(Master::FD_ENV)
+
+      launcher = Process.pid.to_s
       rd, wr = IO.pipe
       if fork
         wr.close
@@ -18,6 +22,8 @@ module Narwhal
       rd.close
       Process.setsid
       exit!(0) if fork
+      # systemd's LISTEN_PID names the process it started; its sockets are for this master
+      ENV["LISTEN_PID"] = Process.pid.to_s if ENV["LISTEN_PID"] == launcher
       $stdin.reopen(File::NULL)
       # stderr_path / stdout_path reopen these later when configured
       $stdout.reopen(File::NULL, "a")

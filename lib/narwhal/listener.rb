@@ -106,9 +106,10 @@ module Narwhal
     end
 
     # unlink: false keeps a Unix socket's file, for a process that inherited
-    # the socket and still serves it.
+    # the socket and still serves it. Only a file this process bound is
+    # removed: one inherited from systemd belongs to its socket unit.
     def close(unlink: true)
-      path = unix? && unlink ? @io.path : nil
+      path = unlink ? @bound_path : nil
       @io.close unless @io.closed?
       File.unlink(path) if path && File.socket?(path)
     rescue SystemCallError, IOError
@@ -189,6 +190,7 @@ module Narwhal
       old_umask = File.umask(@options.fetch(:umask, 0))
       begin
         server = UNIXServer.new(path)
+        @bound_path = path
       ensure
         File.umask(old_umask)
       end

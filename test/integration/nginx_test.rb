@@ -2,14 +2,20 @@
 
 require "test_helper"
 require "etc"
+require "support/example_file"
+require "support/client_loop"
 
-# Behind a real nginx on loopback, upstream on a Unix socket with
-# fail_timeout=0 as examples/nginx.conf: a client loop through nginx sees no
-# 5xx across USR2 + QUIT of the old master, TTIN/TTOU and kill -9 of an idle
-# worker; a request past `timeout` is a 502 in nginx's log and the next one
-# succeeds.
+# Behind a real nginx running examples/nginx.conf (its socket path, port and
+# root replaced by the test's): a client loop through nginx sees no 5xx
+# across USR2 + QUIT of the old master, TTIN/TTOU and kill -9 of an idle
+# worker; a request past `timeout` is a 502 in nginx's log, answered with
+# the example's error page, and the next one succeeds.
 class NginxTest < Minitest::Test
+  include Narwhal::ClientLoop
+
   NGINX = ["/usr/sbin/nginx", "nginx"].find { |n| system("command -v #{n} >/dev/null 2>&1") }
+
+  ERROR_PAGE = "<h1>We're sorry, but something went wrong.</h1>\n"
 
   APP = <<~'RU'
     run lambda { |env|
@@ -42,7 +48,15 @@ class NginxTest < Minitest::Test
   def start_nginx
     @port = TCPServer.new("127.0.0.1", 0).then { |s| s.addr[1].tap { s.close } }
     %w[logs client_body proxy fastcgi uwsgi scgi].each { |d| FileUtils.mkdir_p(File.join(@dir, "nginx", d)) }
-    conf = File.join(@dir, "nginx", "nginx.conf")
+    FileUtils.mkdir_p(File.join(@dir, "public"))
+    File.write(File.join(@dir, "public", "500.html"), ERROR_PAGE)
+    # examples/nginx.conf itself, with this test's socket, port and root
+    site = Narwhal::ExampleFile.write("nginx.conf", File.join(@dir, "nginx"),
+                                      "unix:/var/www/app/tmp/sockets/narwhal.sock" => "unix:#{@sock}",
+                                      "listen 80 deferred;" => "listen 127.0.0.1:#{@port} deferred;",
+                                      "root /var/www/app/public;" => "root #{@dir}/public;")
+    conf = File.join(@dir, "nginx", "main.conf")
+    # what /etc/nginx/nginx.conf would be around it
     File.write(conf, <<~CONF)
       #{Process.uid.zero? ? 'user root root;' : ''}
       worker_processes 1;
@@ -56,22 +70,17 @@ class NginxTest < Minitest::Test
         fastcgi_temp_path #{@dir}/nginx/fastcgi;
         uwsgi_temp_path #{@dir}/nginx/uwsgi;
         scgi_temp_path #{@dir}/nginx/scgi;
-        upstream narwhal { server unix:#{@sock} fail_timeout=0; }
-        server {
-          listen 127.0.0.1:#{@port};
-          location / {
-            proxy_set_header Host $http_host;
-            proxy_redirect off;
-            proxy_read_timeout 30s;
-            proxy_pass http://narwhal;
-          }
-        }
+        include #{site};
       }
     CONF
     log = File.join(@dir, "nginx", "logs", "stdout.log")
     @nginx_pid = Process.spawn(NGINX, "-p", File.join(@dir, "nginx"), "-c", conf, "-g", "daemon off;",
                                out: log, err: log)
     wait_until(timeout: 10, message: "nginx listening\n#{File.read(log) rescue ''}") do # rubocop:disable Style/RescueModifier
+      if Process.wait(@nginx_pid, Process::WNOHANG)
+        @nginx_pid = nil
+        flunk "nginx exited:\n#{File.read(log)}"
+      end
       TCPSocket.new("127.0.0.1", @port).close
       true
     rescue SystemCallError
@@ -82,51 +91,11 @@ class NginxTest < Minitest::Test
   def get(path = "/")
     sock = TCPSocket.new("127.0.0.1", @port)
     sock.write("GET #{path} HTTP/1.0\r\nHost: test\r\n\r\n")
-    sock.read[%r{\AHTTP/1\.[01] (\d{3})}, 1].to_i
+    response = sock.read
+    @last_body = response.split("\r\n\r\n", 2)[1]
+    response[%r{\AHTTP/1\.[01] (\d{3})}, 1].to_i
   ensure
     sock&.close
-  end
-
-  # Runs the block while a client loop sends requests through nginx;
-  # returns the statuses it saw. The block gets a callable that runs its own
-  # block while the loop is parked between two requests.
-  def under_load
-    statuses = Queue.new
-    stop = false
-    gate = Mutex.new
-    resume = ConditionVariable.new
-    hold = parked = false
-    client = Thread.new do
-      until stop
-        gate.synchronize do
-          while hold
-            parked = true
-            resume.wait(gate)
-          end
-          parked = false
-        end
-        statuses << get
-      end
-    end
-    between_requests = lambda do |&action|
-      gate.synchronize { hold = true }
-      wait_until(message: "client loop parked") { gate.synchronize { parked } }
-      action.call
-    ensure
-      gate.synchronize do
-        hold = false
-        resume.broadcast
-      end
-    end
-    wait_until(message: "traffic through nginx") { statuses.size > 10 }
-    yield between_requests
-    seen = statuses.size
-    wait_until(timeout: 10, message: "traffic afterwards") { statuses.size > seen + 10 }
-    stop = true
-    client.join(10)
-    Array.new(statuses.size) { statuses.pop }
-  ensure
-    stop = true
   end
 
   def assert_all_ok(statuses)
@@ -137,7 +106,7 @@ class NginxTest < Minitest::Test
 
   def test_usr2_and_quit_of_the_old_master_through_nginx
     old = @server.pid
-    statuses = under_load do
+    statuses = under_load(clients: 4) do
       @server.signal(:USR2)
       new_pid = wait_until(timeout: 15, message: "new master") do
         pid = read_pid(@pid_path)
@@ -170,6 +139,7 @@ class NginxTest < Minitest::Test
 
   def test_a_request_past_timeout_is_a_502_and_the_next_succeeds
     assert_equal 502, get("/hang")
+    assert_equal ERROR_PAGE, @last_body, "the example's error_page"
     assert_match(%r{"GET /hang HTTP/1.0" 502}, File.read(File.join(@dir, "nginx/logs/access.log")))
     assert_match(/timeout \(\d+\.\d+s > 2s\), killing/, @server.log)
     assert_equal 200, get

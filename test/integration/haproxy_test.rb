@@ -1,0 +1,107 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require "support/example_file"
+require "support/client_loop"
+
+# Behind a real haproxy running examples/haproxy.cfg (its port and socket
+# path replaced by the test's): the health check finds narwhal up, and a
+# client loop through haproxy sees only 200s across USR2 + QUIT of the old
+# master.
+class HaproxyTest < Minitest::Test
+  include Narwhal::ClientLoop
+
+  HAPROXY = ["/usr/sbin/haproxy", "haproxy"].find { |n| system("command -v #{n} >/dev/null 2>&1") }
+
+  # counts haproxy's health checks in up.log
+  APP = <<~'RU'
+    run lambda { |env|
+      File.write("up.log", "#{env['REQUEST_METHOD']} #{env['HTTP_HOST']}\n", mode: "a") if env["PATH_INFO"] == "/up"
+      [200, { "content-type" => "text/plain" }, ["ok #{Process.pid}"]]
+    }
+  RU
+
+  def setup
+    flunk "haproxy is required (bin/setup installs it)" unless HAPROXY
+    @dir = Dir.mktmpdir("narwhal-haproxy")
+    @sock = File.join(@dir, "narwhal.sock")
+    @pid_path = File.join(@dir, "narwhal.pid")
+    @config = "worker_processes 2\npreload_app true\npid #{@pid_path.inspect}\n"
+    @server = start_narwhal
+    start_haproxy
+  end
+
+  def teardown
+    if @haproxy_pid
+      Process.kill(:TERM, @haproxy_pid)
+      Process.wait(@haproxy_pid)
+    end
+    @extra_pids&.each { |pid| Process.kill(:KILL, pid) rescue nil } # rubocop:disable Style/RescueModifier
+    @server&.stop
+    FileUtils.rm_rf(@dir)
+  end
+
+  def start_narwhal
+    Narwhal::ServerProcess.start(app: APP, listen: @sock, workers: 2, config: @config)
+  end
+
+  def start_haproxy
+    @port = TCPServer.new("127.0.0.1", 0).then { |s| s.addr[1].tap { s.close } }
+    cfg = Narwhal::ExampleFile.write("haproxy.cfg", @dir,
+                                     "bind :80" => "bind 127.0.0.1:#{@port}",
+                                     "unix@/var/www/app/tmp/sockets/narwhal.sock" => "unix@#{@sock}")
+    @log = File.join(@dir, "haproxy.log")
+    @haproxy_pid = Process.spawn(HAPROXY, "-f", cfg, "-db", out: @log, err: @log)
+    # the first health check passes (a check runs at start-up) and a
+    # request goes through
+    wait_until(timeout: 15, message: "haproxy serving\n#{haproxy_log}") do
+      if Process.wait(@haproxy_pid, Process::WNOHANG)
+        @haproxy_pid = nil
+        flunk "haproxy exited:\n#{haproxy_log}"
+      end
+      get == 200
+    rescue SystemCallError
+      false
+    end
+  end
+
+  def haproxy_log
+    File.exist?(@log) ? File.read(@log) : ""
+  end
+
+  def get(path = "/")
+    sock = TCPSocket.new("127.0.0.1", @port)
+    sock.write("GET #{path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n")
+    sock.read[%r{\AHTTP/1\.[01] (\d{3})}, 1].to_i
+  ensure
+    sock&.close
+  end
+
+  def assert_all_ok(statuses)
+    bad = statuses.reject { |s| s == 200 }
+    assert bad.empty?, "#{bad.size} of #{statuses.size} failed: #{bad.tally}\n#{haproxy_log}"
+  end
+
+  def test_the_health_check_reaches_narwhal
+    up_log = File.join(@server.dir, "up.log")
+    wait_until(timeout: 15, message: "haproxy's health check") { File.exist?(up_log) }
+    assert_equal "GET localhost", File.readlines(up_log, chomp: true).first
+    refute_match(%r{narwhal/narwhal is DOWN}, haproxy_log)
+  end
+
+  def test_usr2_and_quit_of_the_old_master_through_haproxy
+    old = @server.pid
+    statuses = under_load(clients: 4) do
+      @server.signal(:USR2)
+      new_pid = wait_until(timeout: 15, message: "new master") do
+        pid = read_pid(@pid_path)
+        pid if pid && pid != old
+      end
+      @extra_pids = [new_pid]
+      wait_until(timeout: 15, message: "new workers") { @server.worker_pids(new_pid).size == 2 }
+      @server.signal(:QUIT)
+      @server.wait_exit(timeout: 15)
+    end
+    assert_all_ok(statuses)
+  end
+end
