@@ -47,4 +47,6 @@ module Narwhal
   autoload :Worker, "narwhal/worker"
   autoload :WorkerProcess, "narwhal/worker_process"
   autoload :Daemon, "narwhal/daemon"
+  autoload :RackupConfigurator, "narwhal/rackup_configurator"
+  autoload :WebConcurrency, "narwhal/web_concurrency"
 end
