@@ -11,7 +11,8 @@ module Narwhal
     def initialize(argv, dir:, env:)
       @dir = dir
       @log_path = File.join(dir, "server.log")
-      @pid = Process.spawn(env, *argv, chdir: dir, out: @log_path, err: @log_path, pgroup: true,
+      # one open file for both: two would overwrite each other's lines
+      @pid = Process.spawn(env, *argv, chdir: dir, out: @log_path, err: %i[child out], pgroup: true,
                                        unsetenv_others: true, in: File::NULL)
     end
 
