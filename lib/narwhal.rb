@@ -1,7 +1,8 @@
 # frozen_string_literal: true
 
 require "narwhal/version"
-require "narwhal_http/narwhal_http"
+require "narwhal/native_extension"
+Narwhal::NativeExtension.new.require_extension
 require "fcntl"
 
 # A pre-forking Rack HTTP server: Unicorn's process model with threads,
@@ -47,4 +48,6 @@ module Narwhal
   autoload :Worker, "narwhal/worker"
   autoload :WorkerProcess, "narwhal/worker_process"
   autoload :Daemon, "narwhal/daemon"
+  autoload :RackupConfigurator, "narwhal/rackup_configurator"
+  autoload :WebConcurrency, "narwhal/web_concurrency"
 end

@@ -62,12 +62,18 @@ module Narwhal
     def initialize(file: nil)
       @settings = DEFAULTS.dup
       @settings[:listeners] = []
+      @settings[:worker_processes] = WebConcurrency.worker_processes || DEFAULTS[:worker_processes]
       @file = file
       load_file(file) if file
     end
 
     def [](key)
       @settings.fetch(key)
+    end
+
+    # The configuration read again from the same file (HUP).
+    def reload
+      self.class.new(file: @file)
     end
 
     LISTEN_OPTIONS = %i[backlog rcvbuf sndbuf tcp_nodelay tcp_nopush ipv6only reuseport umask tries delay

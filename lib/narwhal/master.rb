@@ -322,7 +322,7 @@ module Narwhal
     # file is logged and the running configuration stays.
     def reload
       file = @config.file
-      new_config = Configurator.new(file: file)
+      new_config = @config.reload
       @config = new_config
       @logger = new_config.logger
       @worker_processes = new_config[:worker_processes]

@@ -3,27 +3,60 @@
 require "narwhal"
 
 module Narwhal
-  # The handler behind `rackup -s narwhal` and `rails server -u narwhal`.
+  # The handler behind `rackup -s narwhal` and `rails server -u narwhal`,
+  # extended into Rackup::Handler::Narwhal and Rack::Handler::Narwhal (their
+  # names are what Rails prints: "=> Booting Narwhal").
+  #
+  # It runs Narwhal's master with the app rackup has already built: workers
+  # are forked from it (as with preload_app true), so worker_processes,
+  # timeout, the hooks and the signals of the config file all apply.
   module RackHandler
-    DEFAULT_HOST = "127.0.0.1"
-    DEFAULT_PORT = 8080
+    # What the master asks for the app: the one rackup built, with rackup's
+    # own middleware already around it.
+    PrebuiltApp = Struct.new(:app) do
+      def call
+        app
+      end
 
-    def self.run(app, **options)
-      # options[:config] is rackup's own config.ru, not ours
-      config = Configurator.new(file: ENV["NARWHAL_CONFIG"])
-      host = options[:Host] || DEFAULT_HOST
-      host = "[#{host}]" if host.include?(":") && !host.start_with?("[")
-      config.add_listener("#{host}:#{options[:Port] || DEFAULT_PORT}")
-      server = Server.new(app, config)
-      yield server if block_given?
-      server.run
+      def default_middleware=(_enabled); end
     end
 
-    def self.valid_options
+    def run(app, **options)
+      config = configure(options)
+      master = Master.new(config, PrebuiltApp.new(app))
+      yield master if block_given?
+      master.start
+      master.join
+    rescue ConfigError => e
+      abort("narwhal: #{e.message}")
+    end
+
+    def valid_options
       {
-        "Host=HOST" => "Hostname to listen on (default: #{DEFAULT_HOST})",
-        "Port=PORT" => "Port to listen on (default: #{DEFAULT_PORT})"
+        "config_file=PATH" => "Narwhal config file (default: $#{RackupConfigurator::ENV_NAME}, " \
+                              "else #{RackupConfigurator::DEFAULT_FILE} when present)",
+        "Host=HOST" => "Hostname to listen on (default: #{RackupConfigurator::DEFAULT_HOST})",
+        "Port=PORT" => "Port to listen on (default: #{RackupConfigurator::DEFAULT_PORT})"
       }
+    end
+
+    private
+
+    def configure(options)
+      file, named_by = RackupConfigurator.find_file(options)
+      config = RackupConfigurator.new(file: file, rackup_options: options)
+      config.apply_command_line_address
+      log = config.logger
+      if file
+        log.info("config_file=#{file} (from #{named_by})")
+      else
+        log.info("no config file (-O config_file, #{RackupConfigurator::ENV_NAME} or " \
+                 "#{File.expand_path(RackupConfigurator::DEFAULT_FILE)}): narwhal's defaults")
+      end
+      config.notes.each { |note| log.info(note) }
+      log.info("app loaded by #{File.basename($PROGRAM_NAME)} before forking: " \
+               "workers share it, as with preload_app true")
+      config
     end
   end
 end
