@@ -343,7 +343,7 @@ module Narwhal
     end
 
     def send_error(status)
-      @out.write(ErrorResponse.bytes(status))
+      @out.write(ErrorResponse.bytes(status, head: @env && @env[REQUEST_METHOD] == HEAD_METHOD))
     rescue IOError, SystemCallError
       nil
     end
