@@ -24,6 +24,8 @@ module Narwhal
     CONTINUE = "HTTP/1.1 100 Continue\r\n\r\n"
     REQUEST_METHOD = "REQUEST_METHOD"
     PATH_INFO = "PATH_INFO"
+    CONTENT_LENGTH = "CONTENT_LENGTH"
+    HTTP_TRANSFER_ENCODING = "HTTP_TRANSFER_ENCODING"
     HEAD_METHOD = "HEAD"
     RACK_INPUT = "rack.input"
     RACK_HIJACK_IO = "rack.hijack_io"
@@ -212,6 +214,7 @@ module Narwhal
         # a read ending inside a chunk-size line leaves it unconsumed; drop
         # the decoded bytes before it, or @buf would grow with the body
         discard_consumed unless done
+        unframe_chunked if done
       else
         n = @buf.bytesize - @off
         n = @remaining if n > @remaining
@@ -224,6 +227,14 @@ module Narwhal
       end
       @state = IDLE if done
       done
+    end
+
+    # The body is whole before the app runs, so the app sees it as if it had
+    # come with Content-Length (RFC 9112 7.1.3): frameworks that read
+    # exactly CONTENT_LENGTH bytes (Rails 6.1's raw_post) get all of it.
+    def unframe_chunked
+      @env[CONTENT_LENGTH] = @input.bytesize.to_s
+      @env.delete(HTTP_TRANSFER_ENCODING)
     end
 
     # Drops consumed bytes so that the next request starts at offset 0.
