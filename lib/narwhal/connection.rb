@@ -24,8 +24,6 @@ module Narwhal
     CONTINUE = "HTTP/1.1 100 Continue\r\n\r\n"
     REQUEST_METHOD = "REQUEST_METHOD"
     PATH_INFO = "PATH_INFO"
-    CONTENT_LENGTH = "CONTENT_LENGTH"
-    HTTP_TRANSFER_ENCODING = "HTTP_TRANSFER_ENCODING"
     HEAD_METHOD = "HEAD"
     RACK_INPUT = "rack.input"
     RACK_HIJACK_IO = "rack.hijack_io"
@@ -191,14 +189,15 @@ module Narwhal
       end
     rescue HttpParserError => e
       reject(e.status)
+    rescue Input::StorageError => e
+      refuse_body(e)
     end
 
     def start_body
       length = @parser.content_length
       if @parser.chunked? || (length && length.positive?)
         @state = BODY
-        @remaining = length
-        @input = Input.new(@body_buffer_size)
+        @input = Input.new(@body_buffer_size, @parser.chunked? ? nil : length)
         @out.write(CONTINUE) if @parser.expect_continue? && @parser.http11? && @off >= @buf.bytesize
       else
         @state = IDLE
@@ -207,34 +206,15 @@ module Narwhal
 
     # Moves buffered body bytes into @input; true when the body is complete.
     def read_body
-      if @parser.chunked?
-        @off = @parser.decode_chunked(@env, @buf, @off, @input.sink)
-        @input.commit
-        done = @parser.body_done?
-        # a read ending inside a chunk-size line leaves it unconsumed; drop
-        # the decoded bytes before it, or @buf would grow with the body
-        discard_consumed unless done
-        unframe_chunked if done
-      else
-        n = @buf.bytesize - @off
-        n = @remaining if n > @remaining
-        if n.positive?
-          @input << (@off.zero? && n == @buf.bytesize ? @buf : @buf.byteslice(@off, n))
-          @off += n
-          @remaining -= n
-        end
-        done = @remaining.zero?
+      @off = @input.take(@parser, @env, @buf, @off)
+      if @input.complete?
+        @state = IDLE
+        return true
       end
-      @state = IDLE if done
-      done
-    end
-
-    # The body is whole before the app runs, so the app sees it as if it had
-    # come with Content-Length (RFC 9112 7.1.3): frameworks that read
-    # exactly CONTENT_LENGTH bytes (Rails 6.1's raw_post) get all of it.
-    def unframe_chunked
-      @env[CONTENT_LENGTH] = @input.bytesize.to_s
-      @env.delete(HTTP_TRANSFER_ENCODING)
+      # a read ending inside a chunk-size line leaves it unconsumed; drop
+      # the decoded bytes before it, or @buf would grow with the body
+      discard_consumed
+      false
     end
 
     # Drops consumed bytes so that the next request starts at offset 0.
@@ -351,6 +331,16 @@ module Narwhal
       true
     rescue IOError, SystemCallError
       close
+    end
+
+    # No room for the body (or no temporary file): free what was stored,
+    # log the cause once and answer like any request we cannot serve.
+    def refuse_body(error)
+      @input.close
+      @input = nil
+      @logger.error("request body of #{@env[REQUEST_METHOD]} #{@env[PATH_INFO]} not stored: #{error.message}; " \
+                    "answered #{error.status}, closing")
+      reject(error.status)
     end
 
     def send_error(status)
