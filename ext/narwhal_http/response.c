@@ -365,7 +365,12 @@ static VALUE head_write(VALUE self, VALUE buf, VALUE status, VALUE headers, VALU
       else
         hint = Qnil;
       length = c.app_length;
-    } else if (length >= 0) {
+    } else if (length > 0 || (length == 0 && !(flags & REQ_HEAD))) {
+      /*
+       * For HEAD an empty body tells nothing of GET's length (Rack::Head
+       * empties every body): announcing 0 could be false, which RFC 9110
+       * 8.6 forbids. A non-empty body is the app's GET body.
+       */
       rb_str_buf_cat(buf, "content-length: ", 16);
       cat_long(buf, length);
       rb_str_buf_cat(buf, "\r\n", 2);

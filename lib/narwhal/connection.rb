@@ -189,14 +189,15 @@ module Narwhal
       end
     rescue HttpParserError => e
       reject(e.status)
+    rescue Input::StorageError => e
+      refuse_body(e)
     end
 
     def start_body
       length = @parser.content_length
       if @parser.chunked? || (length && length.positive?)
         @state = BODY
-        @remaining = length
-        @input = Input.new(@body_buffer_size)
+        @input = Input.new(@body_buffer_size, @parser.chunked? ? nil : length)
         @out.write(CONTINUE) if @parser.expect_continue? && @parser.http11? && @off >= @buf.bytesize
       else
         @state = IDLE
@@ -205,25 +206,15 @@ module Narwhal
 
     # Moves buffered body bytes into @input; true when the body is complete.
     def read_body
-      if @parser.chunked?
-        @off = @parser.decode_chunked(@env, @buf, @off, @input.sink)
-        @input.commit
-        done = @parser.body_done?
-        # a read ending inside a chunk-size line leaves it unconsumed; drop
-        # the decoded bytes before it, or @buf would grow with the body
-        discard_consumed unless done
-      else
-        n = @buf.bytesize - @off
-        n = @remaining if n > @remaining
-        if n.positive?
-          @input << (@off.zero? && n == @buf.bytesize ? @buf : @buf.byteslice(@off, n))
-          @off += n
-          @remaining -= n
-        end
-        done = @remaining.zero?
+      @off = @input.take(@parser, @env, @buf, @off)
+      if @input.complete?
+        @state = IDLE
+        return true
       end
-      @state = IDLE if done
-      done
+      # a read ending inside a chunk-size line leaves it unconsumed; drop
+      # the decoded bytes before it, or @buf would grow with the body
+      discard_consumed
+      false
     end
 
     # Drops consumed bytes so that the next request starts at offset 0.
@@ -342,8 +333,18 @@ module Narwhal
       close
     end
 
+    # No room for the body (or no temporary file): free what was stored,
+    # log the cause once and answer like any request we cannot serve.
+    def refuse_body(error)
+      @input.close
+      @input = nil
+      @logger.error("request body of #{@env[REQUEST_METHOD]} #{@env[PATH_INFO]} not stored: #{error.message}; " \
+                    "answered #{error.status}, closing")
+      reject(error.status)
+    end
+
     def send_error(status)
-      @out.write(ErrorResponse.bytes(status))
+      @out.write(ErrorResponse.bytes(status, head: @env && @env[REQUEST_METHOD] == HEAD_METHOD))
     rescue IOError, SystemCallError
       nil
     end

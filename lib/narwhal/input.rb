@@ -27,29 +27,60 @@ module Narwhal
     INSTANCE = new.freeze
   end
 
-  # Collects a request body as it arrives: in memory up to the configured
-  # buffer size, then in an unlinked temporary file. Turns into rack.input.
+  # One request body as it arrives: takes it out of its framing
+  # (Content-Length or chunked), keeps it in memory up to the configured
+  # buffer size, then in an unlinked temporary file, and turns into
+  # rack.input once complete.
   class Input
-    def initialize(memory_limit)
+    CONTENT_LENGTH = "CONTENT_LENGTH"
+    HTTP_TRANSFER_ENCODING = "HTTP_TRANSFER_ENCODING"
+
+    # The body could not be stored: its temporary file could not be opened
+    # or written. The message says where, how far it got and why.
+    class StorageError < StandardError
+      # Out of room (disk, quota, file size limit): 507 Insufficient
+      # Storage. Any other failure is a fault of the server's set-up: 500.
+      NO_ROOM = [Errno::ENOSPC, Errno::EDQUOT, Errno::EFBIG].freeze
+
+      attr_reader :status
+
+      # doing: "opening" or "writing"; stored: bytes in the file by then
+      def initialize(doing, dir, error, stored = nil)
+        @status = NO_ROOM.include?(error.class) ? 507 : 500
+        reason = SystemCallError.new(nil, error.errno).message # without Ruby's " @ io_write - path"
+        super("#{doing} a temporary file in #{dir} failed#{" after #{stored} bytes" if stored}: " \
+              "#{reason} (#{error.class.name.delete_prefix('Errno::')})")
+      end
+    end
+
+    # length: the request's Content-Length; nil for a chunked body
+    def initialize(memory_limit, length = nil)
       @memory_limit = memory_limit
+      @remaining = length
+      @complete = false
       @data = String.new(encoding: Encoding::BINARY)
       @file = nil
       @spilled = 0
     end
 
-    # The String the chunked decoder appends to; call #commit afterwards.
-    def sink
-      @data
+    def complete?
+      @complete
     end
 
-    def <<(chunk)
-      @data << chunk
-      commit
-    end
+    # Takes the body bytes in buf from off on (chunked ones decoded by the
+    # request's parser); returns the offset after those it took.
+    def take(parser, env, buf, off)
+      return take_chunked(parser, env, buf, off) unless @remaining
 
-    def commit
-      spill if @file || @data.bytesize > @memory_limit
-      self
+      n = buf.bytesize - off
+      n = @remaining if n > @remaining
+      if n.positive?
+        @data << (off.zero? && n == buf.bytesize ? buf : buf.byteslice(off, n))
+        store
+        @remaining -= n
+      end
+      @complete = @remaining.zero?
+      off + n
     end
 
     def bytesize
@@ -73,25 +104,54 @@ module Narwhal
 
     private
 
+    def take_chunked(parser, env, buf, off)
+      off = parser.decode_chunked(env, buf, off, @data)
+      store
+      if parser.body_done?
+        @complete = true
+        # Whole before the app runs, so shown as if sent with Content-Length
+        # (RFC 9112 7.1.3): code that reads exactly CONTENT_LENGTH bytes
+        # (Rails 6.1's raw_post) gets all of it.
+        env[CONTENT_LENGTH] = bytesize.to_s
+        env.delete(HTTP_TRANSFER_ENCODING)
+      end
+      off
+    end
+
+    def store
+      spill if @file || @data.bytesize > @memory_limit
+    end
+
     def spill
       @file ||= open_tempfile
-      @spilled += @file.write(@data)
+      begin
+        @spilled += @file.write(@data)
+      rescue SystemCallError => e
+        # the file's size, not @spilled: a write may have stored part of @data
+        raise StorageError.new("writing", @dir, e, @file.size)
+      end
       @data.clear
     end
 
     # Binary mode in both cases: rack.input must read ASCII-8BIT strings.
+    # Unbuffered (sync): a full disk must fail the write that hits it, not
+    # a later flush.
     def open_tempfile
+      @dir = Dir.tmpdir
       file = begin
-        File.open(Dir.tmpdir, File::RDWR | File::TMPFILE, 0o600)
+        File.open(@dir, File::RDWR | File::TMPFILE, 0o600)
       rescue Errno::EOPNOTSUPP, Errno::EISDIR, Errno::EINVAL, NameError
         named_tempfile
       end
+      file.sync = true
       file.binmode
+    rescue SystemCallError => e
+      raise StorageError.new("opening", @dir, e)
     end
 
     # Without O_TMPFILE (macOS, some file systems): a fresh name, unlinked at once.
     def named_tempfile
-      path = File.join(Dir.tmpdir, "narwhal-body-#{Process.pid}-#{SecureRandom.hex(8)}")
+      path = File.join(@dir, "narwhal-body-#{Process.pid}-#{SecureRandom.hex(8)}")
       file = File.open(path, File::RDWR | File::CREAT | File::EXCL, 0o600)
       File.unlink(path)
       file

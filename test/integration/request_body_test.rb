@@ -10,6 +10,7 @@ class RequestBodyTest < Minitest::Test
   APP = <<~'RU'
     require "digest"
     require "json"
+    require "rack/request"
 
     # Rack 3's Lint hides #rewind (no longer in the SPEC); the server's
     # input behind it still has it.
@@ -23,6 +24,14 @@ class RequestBodyTest < Minitest::Test
       input = env["rack.input"]
       case env["PATH_INFO"]
       when "/echo" then ok.call(input.read, "application/octet-stream")
+      when "/by-length"
+        # as Rails 6.1's raw_post does: exactly CONTENT_LENGTH bytes
+        data = input.read(Integer(env["CONTENT_LENGTH"]))
+        ok.call(JSON.generate([env["CONTENT_LENGTH"], env["HTTP_TRANSFER_ENCODING"], data.bytesize,
+                               Digest::SHA256.hexdigest(data), input.read]))
+      when "/rack-request"
+        req = Rack::Request.new(env)
+        ok.call(req.body.read(req.content_length.to_i), "application/json")
       when "/ignore" then ok.call("ignored")
       when "/digest"
         data = input.read
@@ -103,6 +112,40 @@ class RequestBodyTest < Minitest::Test
   def test_chunked_body_is_echoed_exactly
     @c.write(chunked("/echo", [every_byte[0, 100], every_byte[100..], "\r\n0\r\n\r\n"]))
     assert_body "#{every_byte}\r\n0\r\n\r\n", @c.read_response
+    assert_open
+  end
+
+  # [CONTENT_LENGTH, HTTP_TRANSFER_ENCODING, bytes read by CONTENT_LENGTH, their digest, what is left]
+  def by_length(data)
+    [data.bytesize.to_s, nil, data.bytesize, Digest::SHA256.hexdigest(data), ""]
+  end
+
+  def json_of(response)
+    assert_equal "HTTP/1.1 200 OK", response.status_line
+    JSON.parse(response.body)
+  end
+
+  def test_chunked_body_is_announced_by_its_decoded_length
+    json = '{"user":{"name":"narwhal","tags":["a","b"]}}'
+    @c.write(chunked("/by-length", [json[0, 10], json[10..]]))
+    assert_equal by_length(json), json_of(@c.read_response)
+    @c.write(chunked("/rack-request", [json[0, 7], json[7, 20], json[27..]]))
+    assert_body json, @c.read_response
+    assert_open
+  end
+
+  def test_chunked_body_in_a_temporary_file_is_announced_by_its_decoded_length
+    data = Random.new(4).bytes(BIG + 3)
+    @c.write(chunked("/by-length", data.scan(/.{1,50000}/mn)))
+    assert_equal by_length(data), json_of(@c.read_response)
+    assert_open
+  end
+
+  def test_empty_chunked_body_has_content_length_zero
+    @c.write(chunked("/by-length", []))
+    assert_equal by_length(""), json_of(@c.read_response)
+    @c.write(chunked("/rack-request", []))
+    assert_body "", @c.read_response
     assert_open
   end
 

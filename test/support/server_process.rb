@@ -14,15 +14,16 @@ module Narwhal
     attr_reader :pid, :dir, :log_path
 
     # app: the text of a config.ru; config: the text of a -c file or nil;
-    # lint: wrap the app in Rack::Lint (default true).
-    def initialize(app:, config: nil, args: [], lint: true, listen: "127.0.0.1:0", env: {})
+    # lint: wrap the app in Rack::Lint (default true); wrapper: a command
+    # that runs narwhal by exec'ing its arguments (the pid stays narwhal's).
+    def initialize(app:, config: nil, args: [], lint: true, listen: "127.0.0.1:0", env: {}, wrapper: [])
       @dir = Dir.mktmpdir("narwhal-test")
       @log_path = File.join(@dir, "server.log")
       ru = File.join(@dir, "config.ru")
       File.write(ru, lint ? "require 'rack/lint'\nuse Rack::Lint\n#{app}" : app)
       # -N: the tests' own Rack::Lint is the only middleware (a second Lint
       # from development's defaults breaks on to_ary bodies)
-      argv = [RbConfig.ruby, "-I", File.join(ROOT, "lib"), EXE, "-N", "-l", listen]
+      argv = [*wrapper, RbConfig.ruby, "-I", File.join(ROOT, "lib"), EXE, "-N", "-l", listen]
       if config
         File.write(File.join(@dir, "narwhal.conf.rb"), config)
         argv += ["-c", File.join(@dir, "narwhal.conf.rb")]
