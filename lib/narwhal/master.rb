@@ -261,7 +261,7 @@ module Narwhal
 
       dispatch_signal(sig)
     rescue StandardError => e
-      @logger.error("#{sig} handling failed: #{e.class}: #{e.message}\n#{Array(e.backtrace).join("\n")}")
+      @logger.error("#{sig} handling failed: #{ErrorMessage.for(e)}\n#{Array(e.backtrace).join("\n")}")
     end
 
     def dispatch_signal(sig)
@@ -362,7 +362,7 @@ module Narwhal
       cmd.unshift(RbConfig.ruby) unless File.executable?(cmd.first)
       exec(*cmd, fds.to_h { |fd| [fd, fd] })
     rescue Exception => e # rubocop:disable Lint/RescueException
-      @logger.error("re-exec failed: #{e.class}: #{e.message}")
+      @logger.error("re-exec failed: #{ErrorMessage.for(e)}")
       exit!(1)
     end
 

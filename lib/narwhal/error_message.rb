@@ -1,0 +1,41 @@
+# frozen_string_literal: true
+
+module Narwhal
+  # An exception as a sentence for the person running the server: Ruby's
+  # class name is left out where it adds nothing to the message ("Errno::",
+  # "ArgumentError:"), and kept in parentheses where it does (an exception
+  # class of the app or of a library names what failed).
+  module ErrorMessage
+    # Classes whose name says nothing the message does not.
+    PLAIN = [RuntimeError, StandardError, ArgumentError, TypeError, NameError, NoMethodError, KeyError,
+             IndexError, RangeError, FrozenError, IOError, EOFError].freeze
+
+    def self.for(error)
+      text = error.is_a?(SystemCallError) ? system_call(error) : error.message.to_s
+      plain?(error) ? text : "#{text} (#{error.class})"
+    end
+
+    def self.plain?(error)
+      PLAIN.include?(error.class) || error.is_a?(SystemCallError) || error.is_a?(ScriptError) ||
+        error.is_a?(ConfigError) || (defined?(SocketError) && error.is_a?(SocketError)) ||
+        error.class.name.to_s.start_with?("Narwhal::")
+    end
+
+    # "No such file or directory @ rb_sysopen - /run/app.pid" reads
+    # "/run/app.pid: no such file or directory".
+    def self.system_call(error)
+      return error.message unless error.errno
+
+      reason = strerror(error)
+      detail = error.message.delete_prefix(SystemCallError.new(nil, error.errno).message)
+      detail = detail.sub(/\A @ \w+/, "").delete_prefix(" - ").sub(/\A\w+\(\d\) for /, "")
+      detail.empty? ? reason : "#{detail}: #{reason}"
+    end
+
+    # The C library's text for the error, starting lower-case to read in a sentence.
+    def self.strerror(error)
+      text = SystemCallError.new(nil, error.errno).message
+      text.sub(/\A[A-Z](?=[a-z])/, &:downcase)
+    end
+  end
+end
