@@ -11,8 +11,31 @@ module Narwhal
              IndexError, RangeError, FrozenError, IOError, EOFError].freeze
 
     def self.for(error)
-      text = error.is_a?(SystemCallError) ? system_call(error) : error.message.to_s
+      text = case error
+             when SystemCallError then system_call(error)
+             when NameError then name_error(error)
+             else error.message.to_s
+             end
       plain?(error) ? text : "#{text} (#{error.class})"
+    end
+
+    # An error raised by code in a file (a config file), at the file's line.
+    def self.in_file(error, path)
+      full = File.expand_path(path)
+      # a syntax error's message carries the file and line itself
+      return error.message.gsub(full, path).rstrip if error.is_a?(SyntaxError)
+
+      frame = error.backtrace_locations&.find { |l| l.absolute_path == full || l.path == full }
+      line = frame&.lineno || error.message[/:(\d+):/, 1] || "?"
+      "#{path}:#{line}: #{self.for(error)}"
+    end
+
+    # One line: the suggestions and the highlighted source line Ruby adds
+    # come on lines of their own.
+    def self.name_error(error)
+      text = error.message.to_s
+      guess = text[/^Did you mean\?\s+(\S+)/, 1]
+      "#{text.lines.first.to_s.chomp}#{guess ? " (did you mean #{guess}?)" : ''}"
     end
 
     def self.plain?(error)

@@ -71,6 +71,18 @@ class CLITest < Minitest::Test
     end
   end
 
+  def test_a_pid_file_in_a_missing_directory_names_the_directory
+    Dir.mktmpdir do |dir|
+      File.write(File.join(dir, "config.ru"), HELLO)
+      conf = File.join(dir, "pid.rb")
+      File.write(conf, "listen '127.0.0.1:0'\npid '#{dir}/tmp/pids/narwhal.pid'\n")
+      _, err, status = narwhal("-c", conf, chdir: dir)
+      refute status.success?
+      assert_includes err.lines, "narwhal: cannot write pid file #{dir}/tmp/pids/narwhal.pid: directory " \
+                                 "#{dir}/tmp/pids does not exist\n"
+    end
+  end
+
   # The suite runs as root here, which may bind any port: the child drops
   # to nobody before it execs narwhal, and reports the uid it runs as.
   def narwhal_as_nobody(*args, chdir:)
