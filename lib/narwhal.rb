@@ -43,6 +43,7 @@ module Narwhal
   autoload :PidFile, "narwhal/pid_file"
   autoload :PumaDirectives, "narwhal/puma_directives"
   autoload :AppBuilder, "narwhal/app_builder"
+  autoload :AcceptBackoff, "narwhal/accept_backoff"
   autoload :RackHandler, "narwhal/rack_handler"
   autoload :Server, "narwhal/server"
   autoload :SocketOwner, "narwhal/socket_owner"
