@@ -34,9 +34,18 @@ module Narwhal
 
         ErrorMessage.strerror(error)
       when Errno::EADDRNOTAVAIL then "#{host} is not an address of this machine"
-      when SocketError then "unknown host #{host}"
+      when SocketError then resolve_reason(error, host)
       else ErrorMessage.for(error)
       end
+    end
+
+    # getaddrinfo's failure: a name that does not exist, or a resolver
+    # that could not answer (which may pass).
+    def self.resolve_reason(error, host)
+      detail = error.message.delete_prefix("getaddrinfo: ")
+      return "unknown host #{host}" if detail.match?(/not known|no address/i)
+
+      "cannot resolve #{host}: #{detail.sub(/\A[A-Z](?=[a-z])/, &:downcase)}"
     end
 
     def self.first_unprivileged_port
