@@ -137,6 +137,11 @@ module Narwhal
       now = clock
       @resume_at = now + @backoff.failed(error, now)
       @listeners.each { |l| forget(l.io.fileno) }
+      wake_for_resume(now)
+    end
+
+    # The loop wakes and sweeps when the pause ends, not up to a sweep later.
+    def wake_for_resume(now)
       @next_sweep = @resume_at if @resume_at < @next_sweep
       @wait = [@resume_at - now, SWEEP_INTERVAL].min
     end
@@ -158,7 +163,9 @@ module Narwhal
 
     def sweep(now)
       @next_sweep = now + SWEEP_INTERVAL
-      resume_accepting if @resume_at && now >= @resume_at
+      if @resume_at
+        now >= @resume_at ? resume_accepting : wake_for_resume(now)
+      end
       @connections.each_key do |conn|
         if conn.closed?
           @connections.delete(conn)
