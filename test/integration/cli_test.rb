@@ -95,17 +95,28 @@ class CLITest < Minitest::Test
       Process::UID.change_privilege(nobody.uid)
       uid_w.puts(Process.euid)
       uid_w.close
-      exec({ "HOME" => chdir }, RbConfig.ruby, "-I", File.join(Narwhal::ServerProcess::ROOT, "lib"),
+      # without bundler/setup: nobody may not read where the bundle lives,
+      # and narwhal needs no gem before it binds
+      exec({ "HOME" => chdir, "RUBYOPT" => nil }, RbConfig.ruby, "-I", File.join(Narwhal::ServerProcess::ROOT, "lib"),
            Narwhal::ServerProcess::EXE, *args, chdir: chdir, err: err_w, out: err_w)
+    rescue Exception => e # rubocop:disable Lint/RescueException
+      err_w.puts("could not start as nobody: #{e.message}")
+      exit!(127) # never the test runner's at_exit hooks
     end
     [uid_w, err_w].each(&:close)
     Timeout.timeout(30) do
       uid = Integer(uid_r.read)
       err = err_r.read # until the child exits
-      [uid, err, Process.wait2(pid).last]
+      status = Process.wait2(pid).last
+      pid = nil
+      [uid, err, status]
     end
   ensure
     [uid_r, err_r].each { |io| io&.close }
+    if pid
+      Process.kill(:KILL, pid)
+      Process.wait(pid)
+    end
   end
 
   def test_a_privileged_port_without_privilege_says_so
