@@ -19,6 +19,14 @@ module Narwhal
       plain?(error) ? text : "#{text} (#{error.class})"
     end
 
+    # A child's end as an operator reads it: "exit 1", "killed by SIGKILL".
+    def self.exit_status(status)
+      return "exit #{status.exitstatus}" if status.exited?
+      return "killed by SIG#{Signal.signame(status.termsig)}" if status.signaled?
+
+      status.to_s
+    end
+
     # An error raised by code in a file (a config file), at the file's line.
     def self.in_file(error, path)
       full = File.expand_path(path)

@@ -368,7 +368,7 @@ module Narwhal
 
     # The new master died: take the pid file back and carry on.
     def reexec_failed(status)
-      @logger.error("re-exec pid=#{@reexec_pid} died (#{status.inspect}); old master carries on")
+      @logger.error("re-exec pid=#{@reexec_pid} died (#{ErrorMessage.exit_status(status)}); old master carries on")
       @reexec_pid = nil
       Process.setproctitle("narwhal master")
       return unless @pid_file

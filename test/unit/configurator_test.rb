@@ -102,7 +102,8 @@ class ConfiguratorTest < Minitest::Test
   end
 
   def test_unknown_user_or_group
-    assert_equal "1: user nosuchuser-narwhal does not exist on this machine", config_error("user 'nosuchuser-narwhal'\n")
+    assert_equal "1: user nosuchuser-narwhal does not exist on this machine",
+                 config_error("user 'nosuchuser-narwhal'\n")
     assert_equal "1: group nosuchgroup-narwhal does not exist on this machine",
                  config_error("user 'nobody', 'nosuchgroup-narwhal'\n")
   end

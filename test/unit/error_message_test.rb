@@ -21,6 +21,14 @@ class ErrorMessageTest < Minitest::Test
     assert_equal "permission denied", message_of { raise Errno::EACCES }
   end
 
+  def test_exit_statuses_read_as_words
+    exited = Process.wait2(Process.spawn(RbConfig.ruby, "-e", "exit 3")).last
+    assert_equal "exit 3", Narwhal::ErrorMessage.exit_status(exited)
+    killed = Process.spawn(RbConfig.ruby, "-e", "sleep 30")
+    Process.kill(:KILL, killed)
+    assert_equal "killed by SIGKILL", Narwhal::ErrorMessage.exit_status(Process.wait2(killed).last)
+  end
+
   def test_core_classes_are_left_out_and_others_kept
     assert_equal "boom", message_of { raise "boom" }
     assert_equal "bad value", message_of { raise ArgumentError, "bad value" }
