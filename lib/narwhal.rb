@@ -5,8 +5,8 @@ require "narwhal/native_extension"
 Narwhal::NativeExtension.new.require_extension
 require "fcntl"
 
-# A pre-forking Rack HTTP server: Unicorn's process model with threads,
-# keep-alive and slow-client protection.
+# A pre-forking Rack HTTP server: Unicorn's process model with keep-alive,
+# slow-client protection and a strict HTTP/1.1 parser in C.
 module Narwhal
   # Where the process was started and how, for USR2 re-exec. Like Unicorn's
   # START_CTX it may be changed from the config file (for example `0` to the
@@ -30,8 +30,10 @@ module Narwhal
   autoload :ClientGone, "narwhal/socket_writer"
   autoload :Configurator, "narwhal/configurator"
   autoload :Connection, "narwhal/connection"
+  autoload :ErrorMessage, "narwhal/error_message"
   autoload :ErrorResponse, "narwhal/error_response"
   autoload :Input, "narwhal/input"
+  autoload :ListenError, "narwhal/listen_error"
   autoload :Listener, "narwhal/listener"
   autoload :LogReopener, "narwhal/log_reopener"
   autoload :Master, "narwhal/master"
@@ -40,11 +42,15 @@ module Narwhal
   autoload :Reactor, "narwhal/reactor"
   autoload :ResponseWriter, "narwhal/response_writer"
   autoload :PidFile, "narwhal/pid_file"
+  autoload :PumaDirectives, "narwhal/puma_directives"
   autoload :AppBuilder, "narwhal/app_builder"
+  autoload :AcceptBackoff, "narwhal/accept_backoff"
   autoload :RackHandler, "narwhal/rack_handler"
   autoload :Server, "narwhal/server"
+  autoload :SocketOwner, "narwhal/socket_owner"
   autoload :SocketWriter, "narwhal/socket_writer"
   autoload :WriteTimeout, "narwhal/socket_writer"
+  autoload :UnknownDirective, "narwhal/unknown_directive"
   autoload :Worker, "narwhal/worker"
   autoload :WorkerProcess, "narwhal/worker_process"
   autoload :Daemon, "narwhal/daemon"

@@ -33,11 +33,11 @@ module Narwhal
 
       daemon = Daemon.daemonize if @daemonize
       boot(config, builder, daemon)
-    rescue ConfigError, OptionParser::ParseError => e
+    rescue ConfigError, ListenError, OptionParser::ParseError => e
       warn "narwhal: #{e.message}"
       1
     rescue SystemCallError, ArgumentError, LoadError => e
-      warn "narwhal: #{e.class}: #{e.message}"
+      warn "narwhal: #{ErrorMessage.for(e)}"
       1
     end
 
@@ -48,7 +48,7 @@ module Narwhal
       master.start
       master.join
     rescue Exception => e # rubocop:disable Lint/RescueException
-      daemon&.failed("#{e.class}: #{e.message}")
+      daemon&.failed(ErrorMessage.for(e))
       raise
     end
 

@@ -1,5 +1,6 @@
 # frozen_string_literal: true
 
+require "etc"
 require "logger"
 
 module Narwhal
@@ -98,21 +99,17 @@ module Narwhal
     private
 
     def load_file(path)
-      source = File.read(path)
-      DSL.new(self).instance_eval(source, File.expand_path(path), 1)
+      DSL.new(self).instance_eval(read_file(path), File.expand_path(path), 1)
     rescue ConfigError
       raise
-    rescue Errno::ENOENT, Errno::EACCES => e
-      raise ConfigError, "cannot read config file: #{e.message}"
     rescue ScriptError, StandardError => e
-      raise ConfigError, "#{location(e, path)}: #{e.message} (#{e.class})"
+      raise ConfigError, ErrorMessage.in_file(e, path).sub("#{DSL.name}::", "")
     end
 
-    def location(error, path)
-      full = File.expand_path(path)
-      frame = error.backtrace_locations&.find { |l| l.absolute_path == full || l.path == full }
-      line = frame&.lineno || error.message[/:(\d+):/, 1]
-      "#{path}:#{line || '?'}"
+    def read_file(path)
+      File.read(path)
+    rescue SystemCallError => e
+      raise ConfigError, "cannot read config file #{path}: #{ErrorMessage.strerror(e)}"
     end
 
     # The object a config file is evaluated in: its public methods are the
@@ -127,7 +124,7 @@ module Narwhal
         check(address.is_a?(String) || address.is_a?(Integer), "listen expects an address String")
         check(options.is_a?(Hash), "listen options must be a Hash")
         unknown = options.keys - LISTEN_OPTIONS
-        check(unknown.empty?, "unsupported listen option(s) #{unknown.inspect}")
+        fail_at(UnknownDirective.listen_options(unknown, LISTEN_OPTIONS)) unless unknown.empty?
         problem = Listener.option_problem(options)
         check(problem.nil?, "listen #{problem}")
         begin
@@ -167,7 +164,9 @@ module Narwhal
           check(hook.respond_to?(:call), "#{name} expects a block or a callable")
           # Unicorn's rule: a Proc must take exactly the hook's arguments
           if hook.is_a?(Proc) && hook.arity >= 0 && hook.arity != arity
-            fail_at("#{name} has invalid arity #{hook.arity} (needs #{arity}: #{HOOK_ARGS.fetch(name)})")
+            # Puma's before_fork takes no arguments and runs once
+            puma = name == :before_fork && hook.arity.zero? ? ": it runs before each worker is forked" : ""
+            fail_at("#{name} has invalid arity #{hook.arity} (needs #{arity}: #{HOOK_ARGS.fetch(name)})#{puma}")
           end
           @config.settings[name] = hook
         end
@@ -187,6 +186,8 @@ module Narwhal
       def user(user, group = nil)
         check(user.is_a?(String), "user expects a user name String")
         check(group.nil? || group.is_a?(String), "user expects a group name String or nil")
+        check(exists?(:getpwnam, user), "user #{user} does not exist on this machine")
+        check(group.nil? || exists?(:getgrnam, group), "group #{group} does not exist on this machine")
         @config.settings[:user] = [user, group]
       end
 
@@ -205,8 +206,12 @@ module Narwhal
         @config.settings[:logger] = obj
       end
 
-      def method_missing(name, *)
-        fail_at("unknown directive #{name.inspect}")
+      def method_missing(name, *args)
+        fail_at(UnknownDirective.message(name, args, self.class.directives))
+      end
+
+      def self.directives
+        public_instance_methods(false) - %i[method_missing respond_to_missing?]
       end
 
       def respond_to_missing?(*) = false
@@ -231,6 +236,12 @@ module Narwhal
       def set_path(key, path)
         check(path.nil? || path.is_a?(String), "#{key} expects a path String or nil")
         @config.settings[key] = path && File.expand_path(path, @base_dir || Dir.pwd)
+      end
+
+      def exists?(lookup, name)
+        Etc.public_send(lookup, name) && true
+      rescue ArgumentError
+        false
       end
 
       def check(ok, message)

@@ -14,18 +14,24 @@ module Narwhal
 
     attr_reader :io, :address
 
+    FORMS = "host:port, :port, port, [::1]:port, /path/to.sock or unix:/path"
+    MAX_PORT = 65_535
+
     # "host:port", ":port", "port", "[::1]:port", "/path/to.sock", "unix:/path"
     def self.parse(address)
       addr = address.to_s.strip
       return [:unix, addr.delete_prefix("unix:")] if addr.start_with?("unix:", "/", "./", "~")
 
-      case addr
-      when /\A\[([^\]]+)\]:(\d+)\z/ then [:tcp, Regexp.last_match(1), Integer(Regexp.last_match(2), 10)]
-      when /\A(\d+)\z/ then [:tcp, "0.0.0.0", Integer(Regexp.last_match(1), 10)]
-      when /\A:(\d+)\z/ then [:tcp, "0.0.0.0", Integer(Regexp.last_match(1), 10)]
-      when /\A([^:\[\]]+):(\d+)\z/ then [:tcp, Regexp.last_match(1), Integer(Regexp.last_match(2), 10)]
-      else raise ArgumentError, "invalid listen address #{address.inspect}"
-      end
+      parsed = case addr
+               when /\A\[([^\]]+)\]:(\d+)\z/ then [:tcp, Regexp.last_match(1), Integer(Regexp.last_match(2), 10)]
+               when /\A:?(\d+)\z/ then [:tcp, "0.0.0.0", Integer(Regexp.last_match(1), 10)]
+               when /\A([^:\[\]]+):(\d+)\z/ then [:tcp, Regexp.last_match(1), Integer(Regexp.last_match(2), 10)]
+               else raise ArgumentError, "invalid listen address #{address.inspect} (use #{FORMS})"
+               end
+      # the kernel would take 99999 as 34463
+      raise ArgumentError, "invalid listen address #{address.inspect}: port above #{MAX_PORT}" if parsed[2] > MAX_PORT
+
+      parsed
     end
 
     # The canonical form of an address, as #address reports it, so that a
@@ -72,10 +78,14 @@ module Narwhal
     def initialize(address, options = {}, logger = nil)
       @options = options
       @kind, host_or_path, port = self.class.parse(address)
-      @io = with_retries(address, logger) do
-        @kind == :unix ? bind_unix(File.expand_path(host_or_path)) : bind_tcp(host_or_path, port)
+      target = @kind == :unix ? File.expand_path(host_or_path) : [host_or_path, port]
+      begin
+        @io = with_retries(address, logger) { @kind == :unix ? bind_unix(target) : bind_tcp(*target) }
+        @io.listen(options.fetch(:backlog, DEFAULT_BACKLOG))
+      rescue SystemCallError, SocketError, ArgumentError => e
+        @io&.close
+        raise ListenError.from(e, @kind, target)
       end
-      @io.listen(options.fetch(:backlog, DEFAULT_BACKLOG))
       @address = describe
     end
 

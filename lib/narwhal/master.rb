@@ -261,7 +261,7 @@ module Narwhal
 
       dispatch_signal(sig)
     rescue StandardError => e
-      @logger.error("#{sig} handling failed: #{e.class}: #{e.message}\n#{Array(e.backtrace).join("\n")}")
+      @logger.error("#{sig} handling failed: #{ErrorMessage.for(e)}\n#{Array(e.backtrace).join("\n")}")
     end
 
     def dispatch_signal(sig)
@@ -362,13 +362,13 @@ module Narwhal
       cmd.unshift(RbConfig.ruby) unless File.executable?(cmd.first)
       exec(*cmd, fds.to_h { |fd| [fd, fd] })
     rescue Exception => e # rubocop:disable Lint/RescueException
-      @logger.error("re-exec failed: #{e.class}: #{e.message}")
+      @logger.error("re-exec failed: #{ErrorMessage.for(e)}")
       exit!(1)
     end
 
     # The new master died: take the pid file back and carry on.
     def reexec_failed(status)
-      @logger.error("re-exec pid=#{@reexec_pid} died (#{status.inspect}); old master carries on")
+      @logger.error("re-exec pid=#{@reexec_pid} died (#{ErrorMessage.exit_status(status)}); old master carries on")
       @reexec_pid = nil
       Process.setproctitle("narwhal master")
       return unless @pid_file

@@ -31,6 +31,10 @@ module Narwhal
       tmp = "#{@path}.#{pid}.tmp"
       File.write(tmp, "#{pid}\n")
       File.rename(tmp, @path)
+    rescue Errno::ENOENT, Errno::EACCES, Errno::ENOTDIR => e
+      dir = File.dirname(@path)
+      reason = File.directory?(dir) ? ErrorMessage.strerror(e) : "directory #{dir} does not exist"
+      raise ArgumentError, "cannot write pid file #{@path}: #{reason}"
     end
 
     # Moves the file aside (PATH.oldbin); returns the new PidFile.

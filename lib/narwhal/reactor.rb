@@ -9,6 +9,10 @@ module Narwhal
   # Listeners are registered with EPOLLEXCLUSIVE: of the workers waiting on
   # a shared listener, the kernel wakes one per new connection. A worker
   # busy in the app is not waiting, so it is never the one woken.
+  #
+  # When accept fails for want of descriptors or memory the listeners leave
+  # the epoll set for a while (AcceptBackoff), else they would stay
+  # readable and the loop would spin; the sweep puts them back.
   class Reactor
     # How often deadlines are checked; timeouts are accurate to this.
     SWEEP_INTERVAL = 0.25
@@ -28,6 +32,9 @@ module Narwhal
       @connections = {}
       @listeners = []
       @next_sweep = 0
+      @wait = SWEEP_INTERVAL
+      @backoff = AcceptBackoff.new(server.logger)
+      @resume_at = nil # while accepting is paused
     end
 
     def add_listener(listener)
@@ -56,14 +63,14 @@ module Narwhal
     def run
       ready = @ready
       until @listeners.empty? && @connections.empty?
-        count = @poller.wait(SWEEP_INTERVAL, ready)
+        count = @poller.wait(@wait, ready)
         i = 0
         while i < count
           target = @targets[ready[i]]
           dispatch(target) if target
           i += 1
         end
-        now = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+        now = clock
         sweep(now) if now >= @next_sweep
       end
     ensure
@@ -75,6 +82,7 @@ module Narwhal
     def stop_accepting
       @listeners.each { |l| forget(l.io.fileno) }
       @listeners.clear
+      @resume_at = nil
       @connections.each_key { |c| drop(c) if c.idle? }
     end
 
@@ -110,6 +118,7 @@ module Narwhal
       sock = listener.accept_nonblock
       return if sock == :wait_readable
 
+      @backoff.recovered(clock) if @backoff.failing?
       conn = Connection.new(sock, listener, @server)
       fd = sock.fileno
       register(fd, conn)
@@ -119,7 +128,32 @@ module Narwhal
     rescue Errno::ECONNABORTED, Errno::EPROTO, Errno::EINTR
       nil
     rescue Errno::EMFILE, Errno::ENFILE, Errno::ENOBUFS, Errno::ENOMEM => e
-      @server.logger.error("accept failed: #{e.message}")
+      pause_accepting(e)
+    end
+
+    # Every listener leaves the epoll set until the pause is over: they
+    # share the limit that was hit.
+    def pause_accepting(error)
+      now = clock
+      @resume_at = now + @backoff.failed(error, now)
+      @listeners.each { |l| forget(l.io.fileno) }
+      wake_for_resume(now)
+    end
+
+    # The loop wakes and sweeps when the pause ends, not up to a sweep later.
+    def wake_for_resume(now)
+      @next_sweep = @resume_at if @resume_at < @next_sweep
+      @wait = [@resume_at - now, SWEEP_INTERVAL].min
+    end
+
+    def resume_accepting
+      @resume_at = nil
+      @wait = SWEEP_INTERVAL
+      @listeners.each { |l| register(l.io.fileno, l, exclusive: true) }
+    end
+
+    def clock
+      Process.clock_gettime(Process::CLOCK_MONOTONIC)
     end
 
     def drop(conn)
@@ -129,6 +163,9 @@ module Narwhal
 
     def sweep(now)
       @next_sweep = now + SWEEP_INTERVAL
+      if @resume_at
+        now >= @resume_at ? resume_accepting : wake_for_resume(now)
+      end
       @connections.each_key do |conn|
         if conn.closed?
           @connections.delete(conn)

@@ -3,6 +3,7 @@
 require "test_helper"
 require "open3"
 require "net/http"
+require "etc"
 
 class CLITest < Minitest::Test
   HELLO = "run ->(_env) { [200, { 'content-type' => 'text/plain' }, ['hello']] }\n"
@@ -43,6 +44,93 @@ class CLITest < Minitest::Test
       _, err, status = narwhal("-l", "127.0.0.1:0", "missing.ru", chdir: dir)
       refute status.success?
       assert_match(/missing.ru not found/, err)
+    end
+  end
+
+  def test_listen_errors_read_as_sentences_without_ruby_class_names
+    Dir.mktmpdir do |dir|
+      File.write(File.join(dir, "config.ru"), HELLO)
+      _, err, status = narwhal("-l", "nope:", chdir: dir)
+      refute status.success?
+      assert_equal "narwhal: invalid listen address \"nope:\" (use host:port, :port, port, [::1]:port, " \
+                   "/path/to.sock or unix:/path)\n", err
+      sock = File.join(dir, "tmp/sockets/narwhal.sock")
+      _, err, status = narwhal("-l", sock, chdir: dir)
+      refute status.success?
+      assert_equal "narwhal: cannot listen on #{sock}: directory #{dir}/tmp/sockets does not exist\n", err
+      holder = TCPServer.new("127.0.0.1", 0)
+      port = holder.addr[1]
+      conf = File.join(dir, "once.rb")
+      File.write(conf, "listen '127.0.0.1:#{port}', tries: 0\n")
+      _, err, status = narwhal("-c", conf, chdir: dir)
+      refute status.success?
+      assert_match(/\Anarwhal: cannot listen on 127\.0\.0\.1:#{port}: address already in use by pid #{Process.pid} \(/,
+                   err)
+    ensure
+      holder&.close
+    end
+  end
+
+  def test_a_pid_file_in_a_missing_directory_names_the_directory
+    Dir.mktmpdir do |dir|
+      File.write(File.join(dir, "config.ru"), HELLO)
+      conf = File.join(dir, "pid.rb")
+      File.write(conf, "listen '127.0.0.1:0'\npid '#{dir}/tmp/pids/narwhal.pid'\n")
+      _, err, status = narwhal("-c", conf, chdir: dir)
+      refute status.success?
+      assert_includes err.lines, "narwhal: cannot write pid file #{dir}/tmp/pids/narwhal.pid: directory " \
+                                 "#{dir}/tmp/pids does not exist\n"
+    end
+  end
+
+  # The suite runs as root here, which may bind any port: the child drops
+  # to nobody before it execs narwhal, and reports the uid it runs as.
+  def narwhal_as_nobody(*args, chdir:)
+    nobody = Etc.getpwnam("nobody")
+    uid_r, uid_w = IO.pipe
+    err_r, err_w = IO.pipe
+    pid = fork do
+      Process.initgroups("nobody", nobody.gid)
+      Process::GID.change_privilege(nobody.gid)
+      Process::UID.change_privilege(nobody.uid)
+      uid_w.puts(Process.euid)
+      uid_w.close
+      # without bundler/setup: nobody may not read where the bundle lives,
+      # and narwhal needs no gem before it binds
+      exec({ "HOME" => chdir, "RUBYOPT" => nil }, RbConfig.ruby, "-I", File.join(Narwhal::ServerProcess::ROOT, "lib"),
+           Narwhal::ServerProcess::EXE, *args, chdir: chdir, err: err_w, out: err_w)
+    rescue Exception => e # rubocop:disable Lint/RescueException
+      err_w.puts("could not start as nobody: #{e.message}")
+      exit!(127) # never the test runner's at_exit hooks
+    end
+    [uid_w, err_w].each(&:close)
+    Timeout.timeout(30) do
+      uid = Integer(uid_r.read)
+      err = err_r.read # until the child exits
+      status = Process.wait2(pid).last
+      pid = nil
+      [uid, err, status]
+    end
+  ensure
+    [uid_r, err_r].each { |io| io&.close }
+    if pid
+      Process.kill(:KILL, pid)
+      Process.wait(pid)
+    end
+  end
+
+  def test_a_privileged_port_without_privilege_says_so
+    skip "needs root to drop to nobody (reported as a skip, not a pass)" unless Process.uid.zero?
+    first_free = Integer(File.read("/proc/sys/net/ipv4/ip_unprivileged_port_start"), 10)
+    skip "this machine lets any user bind port 80 (reported as a skip, not a pass)" if first_free <= 80
+    Dir.mktmpdir do |dir|
+      File.chmod(0o755, dir)
+      File.write(File.join(dir, "config.ru"), HELLO)
+      uid, err, status = narwhal_as_nobody("-l", "0.0.0.0:80", chdir: dir)
+      refute_equal 0, uid, "the child must run unprivileged"
+      refute status.success?
+      assert_includes err.lines, "narwhal: cannot listen on 0.0.0.0:80: ports below #{first_free} need root or " \
+                                 "CAP_NET_BIND_SERVICE\n"
     end
   end
 

@@ -121,7 +121,8 @@ class UnicornConfigTest < Minitest::Test
     File.write(conf, "listen #{@ports[0]}, tries: 0\npid #{@pid_file.inspect}\n")
     _, err, status = narwhal("-D", "-c", conf)
     refute status.success?
-    assert_match(/Address already in use/, err)
+    assert_match(/\Anarwhal: cannot listen on 0\.0\.0\.0:#{@ports[0]}: address already in use by pid #{Process.pid} /,
+                 err)
   ensure
     blocker&.close
   end

@@ -98,6 +98,7 @@ class UpgradeTest < Minitest::Test
     @server.signal(:USR2)
     wait_until(timeout: 15, message: "back-out logged") { @server.log.include?("old master carries on") }
     assert_match(/narwhal.conf.rb:1: worker_processes expects an Integer/, @server.log)
+    assert_match(/re-exec pid=\d+ died \(exit 1\); old master carries on/, @server.log)
     wait_until(message: "pid file restored") { read_pid(@pid_path) == old }
     refute File.exist?("#{@pid_path}.oldbin")
     assert unix_get(@sock).start_with?("HTTP/1.1 200 OK")

@@ -35,10 +35,77 @@ class ConfiguratorTest < Minitest::Test
     assert c[:early_hints]
   end
 
-  def test_unknown_directive_names_file_and_line
-    path = write_config("keepalive_timeout 1\n\nworker_processez 4\n")
+  def config_error(text)
+    path = write_config(text)
     e = assert_raises(Narwhal::ConfigError) { Narwhal::Configurator.new(file: path) }
-    assert_match(/#{Regexp.escape(path)}:3: unknown directive :worker_processez/, e.message)
+    e.message.delete_prefix("#{path}:")
+  end
+
+  def test_unknown_directive_names_file_and_line_and_the_nearest_directive
+    assert_equal "3: unknown directive worker_processs (did you mean worker_processes?)",
+                 config_error("keepalive_timeout 1\n\nworker_processs 4\n")
+    assert_equal "1: unknown directive keepalive_timout (did you mean keepalive_timeout?)",
+                 config_error("keepalive_timout 5\n")
+    assert_equal "1: unknown directive frobnicate", config_error("frobnicate\n")
+  end
+
+  def test_puma_directives_name_the_narwhal_equivalent
+    {
+      "threads 5, 5" => "threads is a Puma directive: narwhal has no request threads yet (it serves one request " \
+                        "per worker process); use worker_processes",
+      "workers ENV.fetch('WEB_CONCURRENCY') { 3 }" => "workers is a Puma directive: use worker_processes 3",
+      "port ENV.fetch('PORT', 3000)" => 'port is a Puma directive: use listen ":3000" (on the command line: ' \
+                                        "-o 0.0.0.0 -p 3000)",
+      "port 3000, '127.0.0.1'" => 'port is a Puma directive: use listen "127.0.0.1:3000" (on the command line: ' \
+                                  "-l 127.0.0.1:3000)",
+      "bind 'tcp://0.0.0.0:9292'" => 'bind is a Puma directive: use listen "0.0.0.0:9292"',
+      "bind 'unix:///srv/app/tmp/puma.sock?backlog=512'" =>
+        'bind is a Puma directive: use listen "/srv/app/tmp/puma.sock", backlog: 512',
+      "environment 'production'" => "environment is a Puma directive: use -E production on the command line " \
+                                    "(it sets RACK_ENV)",
+      "pidfile 'tmp/pids/server.pid'" => 'pidfile is a Puma directive: use pid "tmp/pids/server.pid"',
+      "stdout_redirect 'log/out.log', 'log/err.log', true" =>
+        'stdout_redirect is a Puma directive: use stdout_path "log/out.log" and stderr_path "log/err.log" ' \
+        "(narwhal always appends)",
+      "preload_app!" => "preload_app! is a Puma directive: use preload_app true",
+      "on_worker_boot { }" => "on_worker_boot is a Puma directive: use after_fork { |server, worker| ... } " \
+                              "(runs in each new worker before it loads the app)",
+      "worker_timeout 60" => "worker_timeout is a Puma directive: use timeout 60 (a worker on one request for " \
+                             "longer is killed)",
+      "plugin :tmp_restart" => "plugin is a Puma directive: narwhal has no plugins; for tmp_restart send USR2 " \
+                               "(new code, no downtime) or HUP to the master"
+    }.each do |line, message|
+      assert_equal "2: #{message}", config_error("listen ':0'\n#{line}\n"), line
+    end
+  end
+
+  def test_every_puma_directive_has_advice_and_none_is_a_narwhal_directive
+    directives = Narwhal::Configurator::DSL.directives
+    Narwhal::PumaDirectives::ADVICE.each_key do |name|
+      refute_includes directives, name
+      assert_match(/\A1: #{Regexp.escape(name.to_s)} is a Puma directive: \S/, config_error("#{name}\n"))
+    end
+  end
+
+  def test_puma_style_before_fork_says_what_narwhal_runs
+    assert_equal "1: before_fork has invalid arity 0 (needs 2: |server, worker|): it runs before each worker " \
+                 "is forked", config_error("before_fork do\nend\n")
+  end
+
+  def test_ruby_errors_read_without_class_names
+    assert_equal "2: uninitialized constant Fooo", config_error("listen ':0'\nx = Fooo\n")
+    assert_equal "1: /nonexistent/secret: no such file or directory", config_error("File.read('/nonexistent/secret')\n")
+    assert_equal "1: key not found: \"NARWHAL_TEST_UNSET\"", config_error("ENV.fetch('NARWHAL_TEST_UNSET')\n")
+    message = config_error("worker_processes 2 3\n")
+    assert_match(/\A1: syntax error, unexpected integer literal/, message)
+    refute_match(/SyntaxError|NameError|Errno|KeyError/, message)
+  end
+
+  def test_unknown_user_or_group
+    assert_equal "1: user nosuchuser-narwhal does not exist on this machine",
+                 config_error("user 'nosuchuser-narwhal'\n")
+    assert_equal "1: group nosuchgroup-narwhal does not exist on this machine",
+                 config_error("user 'nobody', 'nosuchgroup-narwhal'\n")
   end
 
   def test_wrong_type_names_file_and_line
@@ -62,12 +129,12 @@ class ConfiguratorTest < Minitest::Test
   def test_unsupported_listen_option
     path = write_config("listen ':9000', tcp_nopushh: true\n")
     e = assert_raises(Narwhal::ConfigError) { Narwhal::Configurator.new(file: path) }
-    assert_match(/:1: unsupported listen option/, e.message)
+    assert_match(/:1: unknown listen option tcp_nopushh \(did you mean tcp_nopush\?\)\z/, e.message)
   end
 
   def test_missing_file
     e = assert_raises(Narwhal::ConfigError) { Narwhal::Configurator.new(file: "/nonexistent/narwhal.rb") }
-    assert_match(/cannot read config file/, e.message)
+    assert_equal "cannot read config file /nonexistent/narwhal.rb: no such file or directory", e.message
   end
 
   def test_unicorn_only_directives_and_listen_options_are_accepted

@@ -1,0 +1,122 @@
+# frozen_string_literal: true
+
+module Narwhal
+  # Puma's configuration directives, each with what to write instead in a
+  # narwhal config (the arguments given are carried over). A Puma line is a
+  # config error that says so; none is accepted silently, because each one
+  # either has another name here or behaves differently, and a config that
+  # runs should do what it says. Listed in docs/CONFIGURATION.md.
+  module PumaDirectives
+    NO_CONTROL = "narwhal has no control app or state file; send signals to the master (its pid file: " \
+                 "pid PATH; see docs/SIGNALS.md)"
+    NO_TLS = "narwhal does not terminate TLS; put nginx or haproxy in front (examples/nginx.conf) and listen " \
+             "on a local port or a Unix socket"
+    NO_ACCESS_LOG = "narwhal writes no access log of its own; in development rackup's Rack::CommonLogger " \
+                    "does (-N or default_middleware false removes it)"
+    AFTER_FORK = "use after_fork { |server, worker| ... } (runs in each new worker before it loads the app)"
+    READY = "use after_worker_ready { |server, worker| ... } (runs in each worker once it serves)"
+
+    ADVICE = {
+      threads: "narwhal has no request threads yet (it serves one request per worker process); " \
+               "use worker_processes",
+      workers: ->(count = "N", *) { "use worker_processes #{count}" },
+      port: ->(port = "PORT", host = nil, *) { port_advice(port, host) },
+      bind: ->(url = "tcp://HOST:PORT", *) { bind_advice(url.to_s) },
+      ssl_bind: NO_TLS,
+      environment: ->(env = "ENV", *) { "use -E #{env} on the command line (it sets RACK_ENV)" },
+      pidfile: ->(path = "PATH", *) { "use pid #{path.to_s.inspect}" },
+      stdout_redirect: lambda do |out = nil, err = nil, *|
+        parts = { stdout_path: out, stderr_path: err }.compact.map { |k, v| "#{k} #{v.to_s.inspect}" }
+        "use #{parts.empty? ? 'stdout_path and stderr_path' : parts.join(' and ')} (narwhal always appends)"
+      end,
+      directory: ->(dir = "DIR", *) { "use working_directory #{dir.to_s.inspect}" },
+      rackup: ->(path = "config.ru", *) { "give the rackup file as the argument: narwhal -c CONFIG #{path}" },
+      preload_app!: "use preload_app true",
+      daemonize: "use -D on the command line",
+      debug: "use -d on the command line",
+      quiet: NO_ACCESS_LOG,
+      log_requests: NO_ACCESS_LOG,
+      custom_logger: "use logger OBJECT",
+      log_formatter: "use logger Logger.new($stderr, formatter: ...)",
+      tag: "narwhal has no process tag; its processes are titled \"narwhal master\" and \"narwhal worker[N]\"",
+      on_worker_boot: AFTER_FORK,
+      before_worker_boot: AFTER_FORK,
+      on_worker_fork: "use before_fork { |server, worker| ... } (runs in the master before each fork)",
+      before_worker_fork: "use before_fork { |server, worker| ... } (runs in the master before each fork)",
+      after_worker_fork: READY,
+      after_worker_boot: READY,
+      on_booted: READY,
+      after_booted: READY,
+      on_worker_shutdown: "narwhal has no such hook yet; an at_exit block set in after_fork runs when a worker " \
+                          "exits after QUIT",
+      before_worker_shutdown: "narwhal has no such hook yet; an at_exit block set in after_fork runs when a " \
+                              "worker exits after QUIT",
+      after_worker_shutdown: "use after_worker_exit { |server, worker, status| ... } (runs in the master)",
+      on_restart: "use before_exec { |server| ... } (runs before USR2 re-executes the master)",
+      before_restart: "use before_exec { |server| ... } (runs before USR2 re-executes the master)",
+      worker_timeout: lambda do |seconds = "SECONDS", *|
+        "use timeout #{seconds} (a worker on one request for longer is killed)"
+      end,
+      worker_boot_timeout: "narwhal has no boot timeout: a worker may take as long as it needs to load the app",
+      worker_shutdown_timeout: "narwhal has no such setting yet: after QUIT, workers get timeout + 10 s, then SIGKILL",
+      persistent_timeout: ->(seconds = "SECONDS", *) { "use keepalive_timeout #{seconds}" },
+      first_data_timeout: ->(seconds = "SECONDS", *) { "use client_timeout #{seconds}" },
+      max_keep_alive: ->(count = "N", *) { "use keepalive_requests #{count}" },
+      http_content_length_limit: ->(bytes = "BYTES", *) { "use client_max_body_size #{bytes}" },
+      lowlevel_error_handler: "narwhal has no such hook: an exception in the app is logged and answered 500",
+      plugin: lambda do |name = nil, *|
+        return "narwhal has no plugins; for tmp_restart send USR2 (new code, no downtime) or HUP to the master" if
+          name.to_s == "tmp_restart"
+
+        "narwhal has no plugins"
+      end,
+      state_path: NO_CONTROL,
+      state_permission: NO_CONTROL,
+      activate_control_app: NO_CONTROL,
+      fork_worker: "narwhal has no reforking yet; preload_app true shares the app's memory copy-on-write",
+      silence_single_worker_warning: "remove it: narwhal does not warn about a single worker"
+    }.freeze
+
+    # What to write instead of Puma's directive name, or nil for another name.
+    def self.advice(name, args)
+      rule = ADVICE[name]
+      return nil unless rule
+
+      "#{name} is a Puma directive: #{rule.is_a?(String) ? rule : rule.call(*args)}"
+    end
+
+    def self.port_advice(port, host)
+      address = host ? "#{host.to_s.include?(':') ? "[#{host}]" : host}:#{port}" : ":#{port}"
+      other = host ? "-l #{address}" : "-o 0.0.0.0 -p #{port}"
+      "use listen #{address.inspect} (on the command line: #{other})"
+    end
+
+    # tcp://host:port and unix:///path as listen addresses; query options
+    # narwhal's listen shares are carried over.
+    def self.bind_advice(url)
+      return NO_TLS if url.start_with?("ssl://")
+
+      address, query = url.split("?", 2)
+      address = address.to_s
+      address = if address.start_with?("unix://")
+                  path = address.delete_prefix("unix://")
+                  path.start_with?("/") ? path : "./#{path}"
+                else
+                  address.delete_prefix("tcp://")
+                end
+      "use listen #{address.inspect}#{listen_options(query)}"
+    end
+
+    def self.listen_options(query)
+      options = query.to_s.split("&").filter_map do |pair|
+        key, value = pair.split("=", 2)
+        case key
+        when "backlog" then "backlog: #{value}"
+        when "umask" then "umask: 0o#{value.to_i(8).to_s(8)}"
+        when "low_latency" then "tcp_nodelay: #{value != 'false'}"
+        end
+      end
+      options.empty? ? "" : ", #{options.join(', ')}"
+    end
+  end
+end
