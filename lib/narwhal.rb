@@ -40,6 +40,7 @@ module Narwhal
   autoload :ResponseWriter, "narwhal/response_writer"
   autoload :PidFile, "narwhal/pid_file"
   autoload :AppBuilder, "narwhal/app_builder"
+  autoload :ListenBanner, "narwhal/listen_banner"
   autoload :RackHandler, "narwhal/rack_handler"
   autoload :Server, "narwhal/server"
   autoload :SocketWriter, "narwhal/socket_writer"

@@ -45,6 +45,7 @@ module Narwhal
       listener = Listener.new(address.to_s, options, @logger)
       @listeners << listener
       @logger.info("listening on addr=#{listener.address} fd=#{listener.io.fileno}")
+      ListenBanner.listening(@logger, listener)
       listener
     end
 
@@ -54,6 +55,7 @@ module Narwhal
       Dir.chdir(@config[:working_directory]) if @config[:working_directory]
       redirect_io
       setup_listeners
+      ListenBanner.how_to_stop(@logger)
       write_pid_file
       @scoreboard = Scoreboard.new(Scoreboard::MAX_SLOTS)
       @app = build_app if @config[:preload_app]
@@ -131,20 +133,25 @@ module Narwhal
         if (kept = inherited.find { |l| l.address == wanted })
           inherited.delete(kept)
           @listeners << kept
-          @logger.info("inherited addr=#{kept.address} fd=#{kept.io.fileno}")
+          log_inherited(kept)
         else
           listen(address, options)
         end
       end
       if configured.empty?
         @listeners.concat(inherited)
-        inherited.each { |l| @logger.info("inherited addr=#{l.address} fd=#{l.io.fileno}") }
+        inherited.each { |l| log_inherited(l) }
       else
         inherited.each do |l|
           @logger.info("closing inherited addr=#{l.address}: not in the configuration")
           l.close(unlink: false)
         end
       end
+    end
+
+    def log_inherited(listener)
+      @logger.info("inherited addr=#{listener.address} fd=#{listener.io.fileno}")
+      ListenBanner.listening(@logger, listener)
     end
 
     def inherited_listeners
