@@ -47,6 +47,11 @@ module Narwhal
       master = Master.new(config, builder, daemon: daemon)
       master.start
       master.join
+    rescue BootError => e
+      message = "the app failed to load: #{e.message}"
+      daemon&.failed(message)
+      warn "narwhal: #{message}"
+      1
     rescue Exception => e # rubocop:disable Lint/RescueException
       daemon&.failed("#{e.class}: #{e.message}")
       raise

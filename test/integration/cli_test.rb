@@ -189,4 +189,46 @@ class CLITest < Minitest::Test
       Process.wait(pid) if pid
     end
   end
+
+  # -D returns once a worker serves (not before), and says how to find the
+  # log and how to stop the daemon.
+  def test_daemonize_returns_once_a_worker_is_ready_and_says_how_to_stop_it
+    Dir.mktmpdir do |dir|
+      pid_path = File.join(dir, "narwhal.pid")
+      File.write(File.join(dir, "config.ru"), <<~RU)
+        deadline = Time.now + 60
+        sleep 0.02 until File.exist?(File.join(__dir__, "go")) || Time.now > deadline
+        #{HELLO}
+      RU
+      File.write(File.join(dir, "n.rb"), "pid #{pid_path.inspect}\n")
+      port = TCPServer.new("127.0.0.1", 0).then { |s| s.addr[1].tap { s.close } }
+      out = File.join(dir, "launcher.out")
+      launcher = Process.spawn(RbConfig.ruby, "-I", File.join(Narwhal::ServerProcess::ROOT, "lib"),
+                               Narwhal::ServerProcess::EXE, "-D", "-N", "-p", port.to_s, "-c", "n.rb", "config.ru",
+                               chdir: dir, out: out, err: out)
+      master = wait_until(message: "the daemon's pid file") { read_pid(pid_path) }
+      wait_until(message: "a worker loading the app") { Narwhal::ServerProcess.children_of(master).any? }
+      # the worker is held in its app's load: for a second the launcher must keep waiting
+      until_time = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 1
+      while Process.clock_gettime(Process::CLOCK_MONOTONIC) < until_time
+        assert_nil Process.wait2(launcher, Process::WNOHANG), "the launcher returned before a worker was ready"
+        sleep 0.05
+      end
+      File.write(File.join(dir, "go"), "")
+      _, status = Timeout.timeout(30) { Process.wait2(launcher) }
+      launcher = nil
+      assert status.success?, File.read(out)
+      assert_equal "hello", Net::HTTP.get("127.0.0.1", "/", port), "ready means serving"
+      assert_equal <<~OUT, File.read(out)
+        narwhal: master pid=#{master} is running in the background
+        narwhal: its log (stderr) is discarded (/dev/null): set stderr_path in the config file (-c) to keep it
+        narwhal: stop it with: kill -QUIT $(cat #{pid_path})
+      OUT
+      Process.kill(:QUIT, master)
+      wait_until(message: "the daemon gone") { !File.exist?("/proc/#{master}") }
+    ensure
+      Process.kill(:KILL, launcher) if launcher rescue nil # rubocop:disable Style/RescueModifier
+      Process.kill(:KILL, master) if master && File.exist?("/proc/#{master}") rescue nil # rubocop:disable Style/RescueModifier
+    end
+  end
 end

@@ -14,9 +14,11 @@ module Narwhal
     attr_reader :pid, :dir, :log_path
 
     # app: the text of a config.ru; config: the text of a -c file or nil;
-    # lint: wrap the app in Rack::Lint (default true).
-    def initialize(app:, config: nil, args: [], lint: true, listen: "127.0.0.1:0", env: {})
+    # lint: wrap the app in Rack::Lint (default true); files: more files for
+    # the app's directory, { "name" => "text" }.
+    def initialize(app:, config: nil, args: [], lint: true, listen: "127.0.0.1:0", env: {}, files: {})
       @dir = Dir.mktmpdir("narwhal-test")
+      files.each { |name, text| File.write(File.join(@dir, name), text) }
       @log_path = File.join(@dir, "server.log")
       ru = File.join(@dir, "config.ru")
       File.write(ru, lint ? "require 'rack/lint'\nuse Rack::Lint\n#{app}" : app)
