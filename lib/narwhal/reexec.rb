@@ -62,6 +62,8 @@ module Narwhal
       master.listeners.each { |l| l.io.close_on_exec = false }
       master.config[:before_exec].call(master)
       Dir.chdir(START_CTX[:cwd])
+      # the new master's START_CTX keeps a symlinked path (/app/current)
+      ENV["PWD"] = START_CTX[:cwd]
       cmd = [START_CTX[0]].concat(START_CTX[:argv])
       cmd.unshift(RbConfig.ruby) unless File.executable?(cmd.first)
       exec(*cmd, fds.to_h { |fd| [fd, fd] })
