@@ -248,6 +248,8 @@ class UpgradeTest < Minitest::Test
     wait_until(timeout: 30, message: "the old master gone\n#{log.call}") { !alive?(old) }
     assert_equal "release 2", http_get(health)
     assert alive?(new_pid)
+    # the old master watched the new master itself, not a launcher that exits
+    assert_includes log.call, "re-executing: new master pid=#{new_pid}\n"
     refute_match(/re-exec pid=\d+ died/, log.call)
   ensure
     FileUtils.rm_rf(root) if root
