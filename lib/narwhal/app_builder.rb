@@ -22,18 +22,32 @@ module Narwhal
       @allowed && @default_middleware
     end
 
+    # Raises BootError, naming the file and line at fault, when the app
+    # (or a -r library) does not load.
     def call
-      @requires.each { |lib| require lib }
-      raise ArgumentError, "rackup file #{@path} not found" unless File.exist?(@path)
+      @requires.each { |lib| require_library(lib) }
+      raise BootError, "rackup file #{@path} not found" unless File.exist?(@path)
 
       require "rack"
       require "rack/builder"
       app = Rack::Builder.parse_file(@path)
       app = app.first if app.is_a?(Array) # Rack 2 returns [app, options]
       default_middleware? ? wrap(app, ENV.fetch("RACK_ENV", "development")) : app
+    rescue ScriptError, StandardError => e
+      raise BootError.from(e)
     end
 
     private
+
+    # -r LIB: a library that is not there is the command line's fault, not
+    # a line of the user's code
+    def require_library(lib)
+      require lib
+    rescue LoadError => e
+      raise BootError, "-r #{lib}: #{e.message}" if e.path == lib
+
+      raise
+    end
 
     def wrap(app, env)
       case env

@@ -10,6 +10,7 @@ module Narwhal
     end
 
     def initialize(argv)
+      @original_argv = argv.dup
       @argv = argv.dup
       @listen = []
       @host = nil
@@ -18,6 +19,9 @@ module Narwhal
       @requires = []
       @daemonize = false
       @default_middleware = true
+      @flags = [] # -E, -I, -w, -d as given, for the re-exec'd command line
+      # where a person started us, with a symlinked path (/app/current) kept
+      @launch_dir = START_CTX[:cwd]
     end
 
     def run
@@ -25,7 +29,8 @@ module Narwhal
       config = Configurator.new(file: @config_file)
       listen_flags.each { |addr| config.add_listener(addr) }
       # a relative rackup path is found in working_directory, as in Unicorn
-      rackup = File.expand_path(@argv.first || "config.ru", config[:working_directory] || Dir.pwd)
+      rackup = File.expand_path(@argv.first || "config.ru", config[:working_directory] || @launch_dir)
+      resolve_start_ctx(rackup)
       builder = AppBuilder.new(rackup, requires: @requires, allow_default_middleware: @default_middleware)
       builder.default_middleware = config[:default_middleware]
       # fail before forking anything when the rackup file is missing
@@ -47,6 +52,11 @@ module Narwhal
       master = Master.new(config, builder, daemon: daemon)
       master.start
       master.join
+    rescue BootError => e
+      message = "the app failed to load: #{e.message}"
+      daemon&.failed(message)
+      warn "narwhal: #{message}"
+      1
     rescue Exception => e # rubocop:disable Lint/RescueException
       daemon&.failed(ErrorMessage.for(e))
       raise
@@ -55,8 +65,10 @@ module Narwhal
     def parse_options
       OptionParser.new do |o|
         o.banner = "Usage: narwhal [options] [config.ru]"
-        o.on("-c", "--config-file FILE", "configuration file (Ruby DSL)") { |f| @config_file = File.expand_path(f) }
-        o.on("-E", "--env RACK_ENV", "RACK_ENV (default: development)") { |e| ENV["RACK_ENV"] = e }
+        o.on("-c", "--config-file FILE", "configuration file (Ruby DSL)") do |f|
+          @config_file = File.expand_path(f, @launch_dir)
+        end
+        o.on("-E", "--env RACK_ENV", "RACK_ENV (default: development)") { |e| @flags.push("-E", ENV["RACK_ENV"] = e) }
         o.on("-D", "--daemonize", "run in the background") { @daemonize = true }
         o.on("-N", "--no-default-middleware", "no middleware added for RACK_ENV") { @default_middleware = false }
         o.on("-l", "--listen ADDR", "host:port, :port or a Unix socket path (repeatable)") { |a| @listen << a }
@@ -64,10 +76,17 @@ module Narwhal
         o.on("-p", "--port PORT", Integer, "listen on PORT (default 8080)") { |p| @port = p }
         o.on("-I", "--include PATHS", "add PATHS (colon separated) to $LOAD_PATH") do |paths|
           $LOAD_PATH.unshift(*paths.split(":"))
+          @flags.push("-I", paths)
         end
         o.on("-r", "--require LIB", "require LIB before loading the app") { |lib| @requires << lib }
-        o.on("-w", "--warn", "turn on Ruby warnings") { $VERBOSE = true }
-        o.on("-d", "--debug", "turn on debugging ($DEBUG)") { $DEBUG = true }
+        o.on("-w", "--warn", "turn on Ruby warnings") do
+          $VERBOSE = true
+          @flags << "-w"
+        end
+        o.on("-d", "--debug", "turn on debugging ($DEBUG)") do
+          $DEBUG = true
+          @flags << "-d"
+        end
         o.on("-v", "--version", "print the version and exit") do
           puts "narwhal #{VERSION}"
           exit 0
@@ -78,6 +97,29 @@ module Narwhal
         end
       end.parse!(@argv)
       ENV["RACK_ENV"] ||= "development"
+    end
+
+    # USR2 runs START_CTX again from START_CTX[:cwd], which working_directory
+    # may have changed: give it the paths resolved here, the config file
+    # first (relative to where we were started), so that the new master
+    # finds the same files. Left alone if the config file set its own.
+    def resolve_start_ctx(rackup)
+      return unless START_CTX[:argv] == @original_argv && START_CTX[0] == $PROGRAM_NAME
+
+      program = START_CTX[0]
+      START_CTX[0] = File.expand_path(program, @launch_dir) if program.include?("/")
+      START_CTX[:argv] = reexec_argv(rackup)
+    end
+
+    def reexec_argv(rackup)
+      argv = @config_file ? ["-c", @config_file] : []
+      argv << "-D" if @daemonize
+      argv << "-N" unless @default_middleware
+      @listen.each { |addr| argv.push("-l", addr) }
+      argv.push("-o", @host) if @host
+      argv.push("-p", @port.to_s) if @port
+      @requires.each { |lib| argv.push("-r", lib) }
+      argv.concat(@flags) << rackup
     end
 
     def listen_flags

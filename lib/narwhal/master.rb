@@ -7,6 +7,9 @@ module Narwhal
   # preloads the app, forks `worker_processes` workers and keeps that many
   # alive. It never serves a request. Its loop sleeps on a self-pipe; signal
   # handlers only enqueue. See docs/SIGNALS.md for what each signal does.
+  #
+  # Workers that fail to boot are forked again with a growing delay
+  # (RespawnPolicy); when none ever became ready the master gives up.
   class Master
     SIGNALS = %w[QUIT INT TERM USR1 USR2 HUP TTIN TTOU WINCH CHLD].freeze
     # Longest sleep of the loop; timeouts are checked at least this often.
@@ -26,7 +29,9 @@ module Narwhal
       @workers = {} # pid => Worker
       @signals = []
       @worker_processes = config[:worker_processes]
-      @reexec_pid = nil
+      @reexec = Reexec.new(@logger)
+      @respawn = RespawnPolicy.new
+      @reports = WorkerReports.new
       @pid_file = nil
       @app = nil
       @stopping = nil
@@ -45,24 +50,27 @@ module Narwhal
       listener = Listener.new(address.to_s, options, @logger)
       @listeners << listener
       @logger.info("listening on addr=#{listener.address} fd=#{listener.io.fileno}")
+      ListenBanner.listening(@logger, listener)
       listener
     end
 
     # --- running ---
 
+    # Raises BootError, with nothing bound or forked, when a preloaded app
+    # does not load.
     def start
       Dir.chdir(@config[:working_directory]) if @config[:working_directory]
       redirect_io
+      @app = build_app if @config[:preload_app]
       setup_listeners
+      ListenBanner.how_to_stop(@logger)
       write_pid_file
       @scoreboard = Scoreboard.new(Scoreboard::MAX_SLOTS)
-      @app = build_app if @config[:preload_app]
       @master_r, @master_w = IO.pipe # workers see EOF when the master is gone
       install_signals
       Process.setproctitle("narwhal master")
       @logger.info("master pid=#{Process.pid} started (narwhal #{VERSION}, #{@worker_processes} worker(s))")
       spawn_missing_workers
-      @daemon&.ready
       self
     end
 
@@ -77,6 +85,8 @@ module Narwhal
           signal_workers(@stopping) # again, for any worker that missed it
           kill_stragglers
         else
+          return give_up if @respawn.give_up?
+
           kill_timed_out_workers
           maintain_worker_count
         end
@@ -98,6 +108,7 @@ module Narwhal
       # QUIT until the worker is gone, and QUIT's default would dump core
       %w[QUIT USR1].each { |sig| trap(sig, "IGNORE") }
       [@self_r, @self_w, @master_w].each(&:close)
+      @reports.close_reader
       @daemon&.close_in_child
       @workers.clear
       srand # workers must not share a random sequence
@@ -131,20 +142,25 @@ module Narwhal
         if (kept = inherited.find { |l| l.address == wanted })
           inherited.delete(kept)
           @listeners << kept
-          @logger.info("inherited addr=#{kept.address} fd=#{kept.io.fileno}")
+          log_inherited(kept)
         else
           listen(address, options)
         end
       end
       if configured.empty?
         @listeners.concat(inherited)
-        inherited.each { |l| @logger.info("inherited addr=#{l.address} fd=#{l.io.fileno}") }
+        inherited.each { |l| log_inherited(l) }
       else
         inherited.each do |l|
           @logger.info("closing inherited addr=#{l.address}: not in the configuration")
           l.close(unlink: false)
         end
       end
+    end
+
+    def log_inherited(listener)
+      @logger.info("inherited addr=#{listener.address} fd=#{listener.io.fileno}")
+      ListenBanner.listening(@logger, listener)
     end
 
     def inherited_listeners
@@ -167,20 +183,25 @@ module Narwhal
 
     # --- workers ---
 
+    # While workers fail to boot the policy holds forks back.
     def spawn_missing_workers
+      allowance = @respawn.allowance(now)
       busy = @workers.values.map(&:nr)
       (0...@worker_processes).each do |nr|
         next if busy.include?(nr)
+        break if allowance&.zero?
 
         spawn_worker(Worker.new(nr))
+        allowance &&= allowance - 1
       end
     end
 
     def spawn_worker(worker)
       @scoreboard.reset(worker.nr)
       @config[:before_fork].call(self, worker)
-      worker.pid = fork { WorkerProcess.new(self, worker, @master_r).run }
+      worker.pid = fork { WorkerProcess.new(self, worker, @master_r, @reports).run }
       @workers[worker.pid] = worker
+      @respawn.spawned(worker.pid)
     end
 
     # Extra workers (after TTOU or a smaller HUP) and retiring ones get QUIT
@@ -198,15 +219,42 @@ module Narwhal
         pid, status = Process.wait2(-1, Process::WNOHANG)
         break unless pid
 
-        if pid == @reexec_pid
-          reexec_failed(status)
+        read_reports # a worker's report is in the pipe before it exits
+        if pid == @reexec.pid
+          @pid_file = @reexec.failed(status, @pid_file)
         elsif (worker = @workers.delete(pid))
           @scoreboard.reset(worker.nr)
           @config[:after_worker_exit].call(self, worker, status)
+          failure = @respawn.exited(worker, status, now, stopping: !@stopping.nil?)
+          @logger.error(failure) if failure
         end
       end
     rescue Errno::ECHILD
       nil
+    end
+
+    def read_reports
+      @reports.drain.each do |pid, kind, message|
+        case kind
+        when "ready" then worker_ready(pid)
+        when "failed" then @respawn.boot_error(pid, message)
+        end
+      end
+    end
+
+    # `-D` returns to the shell once the first worker serves.
+    def worker_ready(pid)
+      first = @respawn.ready(pid)
+      @daemon&.ready(pid_file: @pid_file&.path, stderr_path: @config[:stderr_path]) if first
+    end
+
+    # No worker ever became ready and retrying will not help: exit non-zero.
+    def give_up
+      message = "no worker could boot (#{@respawn.rounds} attempts), exiting: #{@respawn.last_error}"
+      @logger.error(message)
+      @daemon&.failed(message)
+      shutdown
+      1
     end
 
     # A worker on one request for longer than `timeout` is killed and
@@ -247,11 +295,13 @@ module Narwhal
       end
     end
 
+    # Also wakes for a worker's report, and when a held-back fork is due.
     def sleep_on_pipe
-      timeout = [@config[:timeout] / 2.0, MAX_SLEEP].min
-      return unless IO.select([@self_r], nil, nil, timeout)
+      timeout = [@config[:timeout] / 2.0, MAX_SLEEP, @respawn.wait(now)].compact.min
+      return unless IO.select([@self_r, @reports.reader], nil, nil, timeout)
 
       @self_r.read_nonblock(1024, exception: false)
+      read_reports
     end
 
     # A failure while handling a signal is logged; the master carries on.
@@ -269,7 +319,7 @@ module Narwhal
       when "QUIT" then stop(:QUIT, sig)
       when "INT", "TERM" then stop(:TERM, sig)
       when "USR1" then reopen_logs
-      when "USR2" then reexec
+      when "USR2" then @pid_file = @reexec.start(self, @pid_file)
       when "HUP" then reload
       when "TTIN" then change_workers(+1)
       when "TTOU" then change_workers(-1)
@@ -325,62 +375,19 @@ module Narwhal
       new_config = @config.reload
       @config = new_config
       @logger = new_config.logger
+      @reexec.logger = @logger
       @worker_processes = new_config[:worker_processes]
       @app_builder.default_middleware = new_config[:default_middleware]
       @logger.info("reloaded config_file=#{file || '(none)'}, replacing workers")
       signal_workers(:QUIT)
+      @respawn.reset # the app may have been fixed: its workers start at once
     rescue ConfigError, StandardError, ScriptError => e
       @logger.error("error reloading config_file=#{file}: #{e.message}; keeping the running configuration")
     end
 
-    # --- USR2 ---
-
-    def reexec
-      if @reexec_pid
-        @logger.error("USR2 ignored: re-exec already running as pid=#{@reexec_pid}")
-        return
-      end
-      if @pid_file
-        if File.exist?("#{@pid_file.path}.oldbin")
-          @logger.error("USR2 ignored: #{@pid_file.path}.oldbin exists (another upgrade in progress)")
-          return
-        end
-        @pid_file = @pid_file.rename_to_oldbin
-      end
-      @reexec_pid = fork { exec_new_master }
-      Process.setproctitle("narwhal master (old)")
-      @logger.info("re-executing: new master pid=#{@reexec_pid}")
-    end
-
-    def exec_new_master
-      fds = @listeners.map { |l| l.io.fileno }
-      ENV[FD_ENV] = fds.join(",")
-      @listeners.each { |l| l.io.close_on_exec = false }
-      @config[:before_exec].call(self)
-      Dir.chdir(START_CTX[:cwd])
-      cmd = [START_CTX[0]].concat(START_CTX[:argv])
-      cmd.unshift(RbConfig.ruby) unless File.executable?(cmd.first)
-      exec(*cmd, fds.to_h { |fd| [fd, fd] })
-    rescue Exception => e # rubocop:disable Lint/RescueException
-      @logger.error("re-exec failed: #{ErrorMessage.for(e)}")
-      exit!(1)
-    end
-
-    # The new master died: take the pid file back and carry on.
-    def reexec_failed(status)
-      @logger.error("re-exec pid=#{@reexec_pid} died (#{ErrorMessage.exit_status(status)}); old master carries on")
-      @reexec_pid = nil
-      Process.setproctitle("narwhal master")
-      return unless @pid_file
-
-      path = @pid_file.path.delete_suffix(".oldbin")
-      File.rename(@pid_file.path, path) if File.exist?(@pid_file.path) && !File.exist?(path)
-      @pid_file = PidFile.new(path)
-    end
-
     def shutdown
       # Unix socket files stay while a re-exec'd master uses them.
-      unlink = @reexec_pid.nil?
+      unlink = !@reexec.running?
       @listeners.each { |l| l.close(unlink: unlink) }
       @pid_file&.unlink
       @logger.info("master pid=#{Process.pid} exiting")

@@ -60,7 +60,9 @@ module Narwhal
         listener = Listener.new(address, options)
         @listeners << listener
         @logger.info("listening on addr=#{listener.address} fd=#{listener.io.fileno}")
+        ListenBanner.listening(@logger, listener)
       end
+      ListenBanner.how_to_stop(@logger)
     rescue StandardError
       @listeners.each(&:close)
       @listeners.clear

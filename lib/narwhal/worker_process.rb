@@ -4,13 +4,21 @@ module Narwhal
   # The life of a forked worker, from the fork to exit!: drop what belongs
   # to the master, run the after_fork hook, switch user, build the app
   # (unless preloaded), then serve until told to stop or the master dies.
+  #
+  # Whatever fails before the worker is ready is a boot failure: the worker
+  # tells the master why (WorkerReports) and exits with BOOT_FAILED; the
+  # master logs it once and decides when to try again.
   class WorkerProcess
-    def initialize(master, worker, master_pipe)
+    BOOT_FAILED = 3 # exit status of a worker that could not start serving
+
+    def initialize(master, worker, master_pipe, reports)
       @master = master
       @worker = worker
       @master_pipe = master_pipe
+      @reports = reports
       @config = master.config
       @logger = master.logger
+      @ready = false
     end
 
     # Never returns.
@@ -28,7 +36,10 @@ module Narwhal
       server.run
       @logger.info("worker=#{@worker.nr} pid=#{Process.pid} exiting")
       exit(0) # at_exit hooks of the app run, as in Unicorn
+    rescue SignalException
+      raise # INT/TERM before the handlers are in place: die of it
     rescue Exception => e # rubocop:disable Lint/RescueException
+      boot_failed(e) unless @ready
       raise if e.is_a?(SystemExit)
 
       @logger.error("worker=#{@worker.nr} pid=#{Process.pid} failed: #{e.class}: #{e.message}\n" \
@@ -41,6 +52,18 @@ module Narwhal
     def ready
       @logger.info("worker=#{@worker.nr} ready pid=#{Process.pid}")
       @config[:after_worker_ready].call(@master, @worker)
+      @ready = true
+      @reports.ready
+    end
+
+    # The master logs the one-line reason; the backtrace is for debug logs.
+    def boot_failed(error)
+      message = BootError.describe(error)
+      @logger.debug { "worker=#{@worker.nr} boot failure backtrace:\n#{Array(error.backtrace).join("\n")}" }
+      unless @reports.boot_failed(message)
+        @logger.error("worker=#{@worker.nr} pid=#{Process.pid} failed to boot: #{message}")
+      end
+      exit!(BOOT_FAILED)
     end
   end
 end

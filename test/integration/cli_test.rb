@@ -143,6 +143,7 @@ class CLITest < Minitest::Test
       response = sock.read
       assert_match(%r{\AHTTP/1.1 200 OK\r\n}, response)
       assert response.end_with?("\r\n\r\nhello")
+      assert_includes server.log, "Listening on unix:#{path}\n"
     ensure
       sock&.close
       server&.stop
@@ -211,6 +212,111 @@ class CLITest < Minitest::Test
       refute_match(%r{"GET / HTTP/1.1" 200}, File.read(log), "no CommonLogger in production")
     ensure
       Process.kill(:TERM, pid) rescue nil # rubocop:disable Style/RescueModifier
+    end
+  end
+
+  def test_the_log_gives_a_url_to_click_and_no_ctrl_c_hint_when_not_a_terminal
+    server = Narwhal::ServerProcess.start(app: HELLO)
+    assert_match(/INFO -- : Listening on http:\/\/127\.0\.0\.1:#{server.port}$/, server.log)
+    assert_equal "hello", Net::HTTP.get(URI(server.log[%r{http://\S+}]))
+    refute_match(/Ctrl-C/, server.log)
+  ensure
+    server&.stop
+  end
+
+  # On a terminal the log says how to stop, and Ctrl-C does stop it.
+  def test_on_a_terminal_ctrl_c_is_offered_and_stops_the_server
+    require "pty"
+    Dir.mktmpdir do |dir|
+      File.write(File.join(dir, "config.ru"), HELLO)
+      cmd = [RbConfig.ruby, "-I", File.join(Narwhal::ServerProcess::ROOT, "lib"), Narwhal::ServerProcess::EXE,
+             "-N", "-l", "127.0.0.1:0", File.join(dir, "config.ru")]
+      PTY.spawn(*cmd) do |tty, keyboard, pid|
+        seen = read_until(tty, /Listening on http:\S+\s+.*Ctrl-C to stop.*ready pid=/m)
+        assert_match(/Listening on http:\/\/127\.0\.0\.1:\d+\r?\n.*INFO -- : Ctrl-C to stop\r?\n/, seen)
+        keyboard.write("\x03") # the terminal sends SIGINT to the foreground group
+        read_until(tty, /INT received: stopping now/)
+        _, status = Timeout.timeout(15) { Process.wait2(pid) }
+        assert status.success?
+      ensure
+        begin
+          Process.kill(:KILL, pid)
+        rescue Errno::ESRCH
+          nil
+        end
+      end
+    end
+  end
+
+  def read_until(tty, pattern, timeout: 15)
+    seen = +""
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + timeout
+    until seen.match?(pattern)
+      left = deadline - Process.clock_gettime(Process::CLOCK_MONOTONIC)
+      flunk "timed out waiting for #{pattern.inspect} in:\n#{seen}" if left <= 0
+      seen << tty.read_nonblock(4096) if IO.select([tty], nil, nil, left)
+    end
+    seen
+  rescue Errno::EIO # the other side closed
+    seen
+  end
+
+  # The server `rackup -s narwhal` runs (no master) says the same.
+  def test_the_standalone_server_gives_a_url_too
+    script = "require 'narwhal'; c = Narwhal::Configurator.new; c.add_listener('127.0.0.1:0'); " \
+             "Narwhal::Server.new(->(_env) { [200, {}, ['standalone']] }, c).run"
+    Dir.mktmpdir do |dir|
+      log = File.join(dir, "log")
+      pid = Process.spawn(RbConfig.ruby, "-I", File.join(Narwhal::ServerProcess::ROOT, "lib"), "-e", script,
+                          out: log, err: log)
+      url = wait_until(message: "the URL line") { File.read(log)[%r{Listening on (http://127\.0\.0\.1:\d+)$}, 1] }
+      assert_equal "standalone", Net::HTTP.get(URI(url))
+      refute_match(/Ctrl-C/, File.read(log))
+    ensure
+      Process.kill(:TERM, pid) if pid
+      Process.wait(pid) if pid
+    end
+  end
+
+  # -D returns once a worker serves (not before), and says how to find the
+  # log and how to stop the daemon.
+  def test_daemonize_returns_once_a_worker_is_ready_and_says_how_to_stop_it
+    Dir.mktmpdir do |dir|
+      pid_path = File.join(dir, "narwhal.pid")
+      File.write(File.join(dir, "config.ru"), <<~RU)
+        deadline = Time.now + 60
+        sleep 0.02 until File.exist?(File.join(__dir__, "go")) || Time.now > deadline
+        #{HELLO}
+      RU
+      File.write(File.join(dir, "n.rb"), "pid #{pid_path.inspect}\n")
+      port = TCPServer.new("127.0.0.1", 0).then { |s| s.addr[1].tap { s.close } }
+      out = File.join(dir, "launcher.out")
+      launcher = Process.spawn(RbConfig.ruby, "-I", File.join(Narwhal::ServerProcess::ROOT, "lib"),
+                               Narwhal::ServerProcess::EXE, "-D", "-N", "-p", port.to_s, "-c", "n.rb", "config.ru",
+                               chdir: dir, out: out, err: out)
+      master = wait_until(message: "the daemon's pid file") { read_pid(pid_path) }
+      wait_until(message: "a worker loading the app") { Narwhal::ServerProcess.children_of(master).any? }
+      # the worker is held in its app's load: for a second the launcher must keep waiting
+      until_time = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 1
+      while Process.clock_gettime(Process::CLOCK_MONOTONIC) < until_time
+        assert_nil Process.wait2(launcher, Process::WNOHANG), "the launcher returned before a worker was ready"
+        sleep 0.05
+      end
+      File.write(File.join(dir, "go"), "")
+      _, status = Timeout.timeout(30) { Process.wait2(launcher) }
+      launcher = nil
+      assert status.success?, File.read(out)
+      assert_equal "hello", Net::HTTP.get("127.0.0.1", "/", port), "ready means serving"
+      assert_equal <<~OUT, File.read(out)
+        narwhal: master pid=#{master} is running in the background
+        narwhal: its log (stderr) is discarded (/dev/null): set stderr_path in the config file (-c) to keep it
+        narwhal: stop it with: kill -QUIT $(cat #{pid_path})
+      OUT
+      Process.kill(:QUIT, master)
+      wait_until(message: "the daemon gone") { !File.exist?("/proc/#{master}") }
+    ensure
+      Process.kill(:KILL, launcher) if launcher rescue nil # rubocop:disable Style/RescueModifier
+      Process.kill(:KILL, master) if master && File.exist?("/proc/#{master}") rescue nil # rubocop:disable Style/RescueModifier
     end
   end
 end

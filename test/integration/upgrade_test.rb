@@ -202,4 +202,70 @@ class UpgradeTest < Minitest::Test
     Process.wait(pid) if pid
     @extra_pids = nil
   end
+
+  # The layout of a Capistrano-style deploy run with examples/unicorn.conf.rb
+  # as it is: the config in ROOT/config/, started from ROOT with a relative
+  # `-c config/unicorn.rb`, working_directory ROOT/current (a symlink to the
+  # release), logs and pids shared between releases. A deploy moves the
+  # symlink and sends USR2: the new master must find the config from its
+  # new directory, load the new release, and retire the old master.
+  def test_usr2_with_a_relative_config_path_and_working_directory_loads_the_new_release
+    root = Dir.mktmpdir("narwhal-deploy")
+    FileUtils.mkdir_p(File.join(root, "config"))
+    FileUtils.cp(File.join(Narwhal::ServerProcess::ROOT, "examples", "unicorn.conf.rb"),
+                 File.join(root, "config", "unicorn.rb"))
+    %w[shared/tmp/sockets shared/tmp/pids shared/log].each { |d| FileUtils.mkdir_p(File.join(root, d)) }
+    %w[1 2].each do |release|
+      dir = File.join(root, "releases", release)
+      FileUtils.mkdir_p(dir)
+      File.write(File.join(dir, "config.ru"), "run ->(_env) { [200, { 'content-type' => 'text/plain' }, ['release #{release}']] }\n")
+      File.symlink("../../shared/tmp", File.join(dir, "tmp"))
+      File.symlink("../../shared/log", File.join(dir, "log"))
+    end
+    File.symlink("releases/1", File.join(root, "current"))
+    health, worker_base = free_ports(2)
+    env = { "APP_ROOT" => File.join(root, "current"), "WEB_CONCURRENCY" => "1", "HEALTH_PORT" => health.to_s,
+            "WORKER_BASE_PORT" => worker_base.to_s, "RUBYLIB" => File.join(Narwhal::ServerProcess::ROOT, "lib") }
+    pid_path = File.join(root, "shared/tmp/pids/unicorn.pid")
+    out = File.join(root, "launcher.out")
+    launcher = Process.spawn(env, RbConfig.ruby, Narwhal::ServerProcess::EXE, "-D", "-E", "production",
+                             "-c", "config/unicorn.rb", chdir: root, out: out, err: out)
+    _, status = Timeout.timeout(30) { Process.wait2(launcher) }
+    assert status.success?, File.read(out)
+    old = read_pid(pid_path)
+    @extra_pids = [old]
+    assert_equal "release 1", http_get(health)
+
+    File.symlink("releases/2", File.join(root, "current.new"))
+    File.rename(File.join(root, "current.new"), File.join(root, "current")) # the deploy
+    Process.kill(:USR2, old)
+    log = -> { File.read(File.join(root, "shared/log/unicorn.stderr.log")) }
+    new_pid = wait_until(timeout: 30, message: "a new master\n#{log.call}") do
+      pid = read_pid(pid_path)
+      pid if pid && pid != old
+    end
+    @extra_pids << new_pid
+    # the example's before_fork sends QUIT to the old master
+    wait_until(timeout: 30, message: "the old master gone\n#{log.call}") { !alive?(old) }
+    assert_equal "release 2", http_get(health)
+    assert alive?(new_pid)
+    # the old master watched the new master itself, not a launcher that exits
+    assert_includes log.call, "re-executing: new master pid=#{new_pid}\n"
+    refute_match(/re-exec pid=\d+ died/, log.call)
+  ensure
+    FileUtils.rm_rf(root) if root
+  end
+
+  def free_ports(count)
+    servers = Array.new(count) { TCPServer.new("127.0.0.1", 0) }
+    servers.map { |s| s.addr[1] }.tap { servers.each(&:close) }
+  end
+
+  def http_get(port)
+    sock = TCPSocket.new("127.0.0.1", port)
+    sock.write("GET / HTTP/1.0\r\n\r\n")
+    sock.read.split("\r\n\r\n", 2).last
+  ensure
+    sock&.close
+  end
 end

@@ -15,9 +15,11 @@ module Narwhal
 
     # app: the text of a config.ru; config: the text of a -c file or nil;
     # lint: wrap the app in Rack::Lint (default true); wrapper: a command
-    # that runs narwhal by exec'ing its arguments (the pid stays narwhal's).
-    def initialize(app:, config: nil, args: [], lint: true, listen: "127.0.0.1:0", env: {}, wrapper: [])
+    # that runs narwhal by exec'ing its arguments (the pid stays narwhal's);
+    # files: more files for the app's directory, { "name" => "text" }.
+    def initialize(app:, config: nil, args: [], lint: true, listen: "127.0.0.1:0", env: {}, wrapper: [], files: {})
       @dir = Dir.mktmpdir("narwhal-test")
+      files.each { |name, text| File.write(File.join(@dir, name), text) }
       @log_path = File.join(@dir, "server.log")
       ru = File.join(@dir, "config.ru")
       File.write(ru, lint ? "require 'rack/lint'\nuse Rack::Lint\n#{app}" : app)
