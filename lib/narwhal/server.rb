@@ -112,6 +112,11 @@ module Narwhal
       end
       # INT/TERM stop at once, even inside a request (as Unicorn's workers)
       %w[INT TERM].each { |sig| @previous[sig] = trap(sig) { quick_exit } } unless @standalone
+      # Past a file size limit (ulimit -f) the kernel's SIGXFSZ would kill
+      # the process; with a handler the write fails with EFBIG and the
+      # request gets 507. A handler, not IGNORE: programs the app runs get
+      # the default back at exec.
+      @previous["XFSZ"] = trap("XFSZ") {}
     end
 
     def restore_signals

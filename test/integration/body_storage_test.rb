@@ -106,4 +106,20 @@ class BodyStorageTest < Minitest::Test
     assert_match(/\AHTTP\/1\.1 200 OK\r\n.*\r\n\r\nstored 5\z/m, raw)
     assert_equal workers, @server.worker_pids, "the worker must not be replaced"
   end
+
+  # A file size limit (ulimit -f, LimitFSIZE=) is a full disk too: the
+  # kernel's SIGXFSZ must not kill the worker, the write fails with EFBIG.
+  def test_file_size_limit_gets_507_and_the_worker_serves_on
+    @server = Narwhal::ServerProcess.start(app: APP, config: CONFIG,
+                                           wrapper: ["prlimit", "--fsize=#{TMPFS_SIZE}", "--"])
+    workers = @server.worker_pids
+    raw = exchange(post("x" * (1024 * 1024)))
+    assert_equal "HTTP/1.1 507 Insufficient Storage", raw.lines.first&.chomp, @server.log
+    assert_includes raw, "\r\nconnection: close\r\n"
+    wait_until(timeout: 10, message: "the log line") { log_lines(/not stored/).any? }
+    assert_match(/not stored: writing a temporary file in \S+ failed after \d+ bytes: File too large \(EFBIG\); answered 507, closing$/,
+                 log_lines(/not stored/).first)
+    assert_match(/\AHTTP\/1\.1 200 OK\r\n.*\r\n\r\nstored 5\z/m, exchange(post("small", headers: "Connection: close\r\n")))
+    assert_equal workers, @server.worker_pids, "the worker must not be replaced"
+  end
 end
