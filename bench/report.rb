@@ -35,12 +35,12 @@ module Bench
 
     private
 
-    # The newest full result of each scenario (not --quick, no --ruby-opt).
+    # The newest full result of each scenario (not --quick, --baseline or --ruby-opt).
     def newest_results
       files = Dir[File.join(RESULTS, "*.json")].sort
       docs = files.filter_map do |f|
         data = JSON.parse(File.read(f))
-        data if data["variants"] && !data["quick"] && !data["ruby_opt"]
+        data if data["variants"] && !data["quick"] && !data["baseline"] && !data["ruby_opt"]
       rescue JSON::ParserError
         nil
       end

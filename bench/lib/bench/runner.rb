@@ -96,10 +96,15 @@ module Bench
       @quick = quick
     end
 
+    def baseline?
+      SERVERS.key?("narwhal-baseline")
+    end
+
     def write
       FileUtils.mkdir_p(RESULTS)
       tag = Bench.ruby_opt.to_s.scan(/[a-z0-9]+/).join("-")
-      suffix = [("-#{tag}" unless tag.empty?), ("-quick" if @quick)].join
+      # a before/after run never replaces the suite's published results
+      suffix = [("-#{tag}" unless tag.empty?), ("-baseline" if baseline?), ("-quick" if @quick)].join
       base = File.join(RESULTS, "#{@started.strftime('%Y-%m-%d')}-#{@scenario.name}#{suffix}")
       data = document
       File.write("#{base}.json", "#{JSON.pretty_generate(data)}\n")
@@ -115,7 +120,7 @@ module Bench
     def document
       {
         "scenario" => @scenario.name, "title" => @scenario.title, "about" => @scenario.about,
-        "date" => @started.iso8601, "runs" => @runs, "quick" => @quick, "ruby_opt" => Bench.ruby_opt,
+        "date" => @started.iso8601, "runs" => @runs, "quick" => @quick, "baseline" => baseline?, "ruby_opt" => Bench.ruby_opt,
         "primary" => @scenario.primary, "lower_is_better" => @scenario.lower_is_better || false,
         "columns" => @scenario.columns.map { |c| { "key" => c.key, "header" => c.header, "format" => c.format.to_s } },
         "machine" => Machine.describe,
