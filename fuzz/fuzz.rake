@@ -5,6 +5,10 @@ require "rbconfig"
 # The parser's libFuzzer target and the AddressSanitizer run of its unit
 # tests. See fuzz/README.md. Everything built or found goes to tmp/ (ignored
 # by git); fuzz/corpus holds only the small committed seed set.
+#
+# bin/test runs both, so they are quiet unless they fail: one summary line on
+# success, the full output (and the reproducer) on failure. VERBOSE=1 shows
+# everything as it happens.
 module NarwhalFuzz
   ROOT = File.expand_path("..", __dir__)
   DIR = File.join(ROOT, "fuzz")
@@ -15,6 +19,8 @@ module NarwhalFuzz
   # in C but are bugs in a parser (a size that wraps, a length truncated)
   SANITIZERS = "fuzzer,address,undefined,unsigned-integer-overflow,implicit-conversion"
   ASAN_DIR = File.join(ROOT, "tmp", "asan")
+  # libFuzzer's progress lines ("#4096\tpulse cov: ..."), one per new input
+  PROGRESS = /\A(#\d+\t|\tNEW_FUNC)/
 
   module_function
 
@@ -25,16 +31,100 @@ module NarwhalFuzz
     abort "fuzz: `#{clang}` not found. libFuzzer needs clang: apt-get install -y clang " \
           "(or set CLANG=/path/to/clang)"
   end
+
+  # Debian ships libFuzzer's runtime apart from clang: without it the link
+  # fails with "cannot find .../libclang_rt.fuzzer-x86_64.a". Said before
+  # compiling, in words that say what to install. A clang too old for
+  # --print-runtime-dir gets the same words from the link error instead.
+  def check_runtime(cc)
+    dir = `#{cc} --print-runtime-dir 2>/dev/null`.strip
+    return if dir.empty? || Dir.glob(File.join(dir, "libclang_rt.fuzzer*.a")).any?
+
+    abort missing_runtime(cc, "#{dir} has no libclang_rt.fuzzer")
+  end
+
+  def missing_runtime(cc, detail)
+    major = `#{cc} -dumpversion 2>/dev/null`.to_i
+    package = major.positive? ? "libclang-rt-#{major}-dev" : "libclang-rt-<clang's major version>-dev"
+    "fuzz: libFuzzer's runtime is not installed (#{detail}).\n" \
+      "fuzz: install it with: apt-get install -y #{package}   (bin/setup does)"
+  end
+
+  def verbose?
+    !ENV["VERBOSE"].to_s.empty?
+  end
+
+  # Runs cmd (optionally an env hash first) with its output in log and
+  # returns its Process::Status. VERBOSE=1: echoed and streamed instead.
+  def run_logged(log, *cmd)
+    if verbose?
+      $stderr.puts cmd.grep(String).join(" ")
+      system(*cmd)
+    else
+      system(*cmd, out: log, err: %i[child out])
+    end
+    $?
+  end
+
+  def describe(status)
+    status.signaled? ? "killed by SIG#{Signal.signame(status.termsig)}" : "exit status #{status.exitstatus}"
+  end
+
+  def relative(path)
+    path.delete_prefix("#{ROOT}/")
+  end
+
+  # "fuzz: no crash: 812345 runs in 61 s (13317/s), coverage 378, corpus 981 inputs"
+  def run_summary(output, log)
+    runs, secs = output.match(/^Done (\d+) runs in (\d+) second/)&.captures
+    return "fuzz: no crash (libFuzzer's output: #{relative(log)})" unless runs
+
+    rate = output[/^stat::average_exec_per_sec:\s+(\d+)/, 1]
+    cov, corp = output.match(/^#\d+\tDONE\s+cov: (\d+) ft: \d+ corp: (\d+)/)&.captures
+    parts = ["#{runs} runs in #{secs} s#{" (#{rate}/s)" if rate}"]
+    parts << "coverage #{cov}, corpus #{corp} inputs" if cov
+    "fuzz: no crash: #{parts.join(', ')}"
+  end
+
+  # The crash report without the progress lines before it, then each
+  # reproducer libFuzzer wrote (crash-*, timeout-*, oom-*, leak-*).
+  def report_failure(status, output, log)
+    $stderr.puts output.lines.grep_v(PROGRESS).join
+    found = output.scan(/Test unit written to (\S+)/).flatten
+    if found.empty?
+      abort "fuzz: FAILED (#{describe(status)}) and wrote no reproducer; libFuzzer's output: #{relative(log)}"
+    end
+
+    abort found.map { |path|
+      "fuzz: FAILED: reproducer #{path} (its bytes are above, also as Base64)\n" \
+        "fuzz: reproduce with: #{relative(BIN)} #{relative(path)}"
+    }.join("\n")
+  end
 end
 
 namespace :fuzz do
-  desc "Build the libFuzzer target tmp/fuzz/fuzz_parser (needs clang)"
+  desc "Build the libFuzzer target tmp/fuzz/fuzz_parser (needs clang and libclang-rt-*-dev)"
   task :build do
     cc = NarwhalFuzz.clang
-    mkdir_p NarwhalFuzz::OUT
-    sh cc, "-g", "-O1", "-Wall", "-Wextra", "-Werror", "-fno-omit-frame-pointer",
-       "-fsanitize=#{NarwhalFuzz::SANITIZERS}", "-fno-sanitize-recover=all",
-       "-o", NarwhalFuzz::BIN, *NarwhalFuzz::SOURCES
+    NarwhalFuzz.check_runtime(cc)
+    mkdir_p NarwhalFuzz::OUT, verbose: false
+    log = File.join(NarwhalFuzz::OUT, "build.log")
+    # linked beside the target and renamed: a failed build leaves a fuzzer
+    # that another run may be using in place
+    part = "#{NarwhalFuzz::BIN}.#{Process.pid}"
+    status = NarwhalFuzz.run_logged(log, cc, "-g", "-O1", "-Wall", "-Wextra", "-Werror", "-fno-omit-frame-pointer",
+                                    "-fsanitize=#{NarwhalFuzz::SANITIZERS}", "-fno-sanitize-recover=all",
+                                    "-o", part, *NarwhalFuzz::SOURCES)
+    next File.rename(part, NarwhalFuzz::BIN) if status.success?
+
+    rm_f part, verbose: false
+
+    output = NarwhalFuzz.verbose? ? "" : File.read(log)
+    $stderr.puts output
+    missing = output[/cannot find (\S*clang_rt[^\s:]*)/, 1]
+    abort NarwhalFuzz.missing_runtime(cc, "the link cannot find #{missing}") if missing
+
+    abort "fuzz: building #{NarwhalFuzz.relative(NarwhalFuzz::BIN)} failed (clang's output above)"
   end
 
   desc "Fuzz the parser for SECONDS (default 60): one process, corpus in tmp/fuzz/corpus, crashes in tmp/fuzz/"
@@ -42,17 +132,27 @@ namespace :fuzz do
     seconds = Integer(args[:seconds] || 60)
     abort "fuzz:run: SECONDS must be positive" unless seconds.positive?
     corpus = File.join(NarwhalFuzz::OUT, "corpus")
-    mkdir_p corpus
+    mkdir_p corpus, verbose: false
     # the fuzzer writes what it learns here, so the committed seed dir stays small
     cp Dir[File.join(NarwhalFuzz::DIR, "corpus", "*")], corpus, verbose: false
-    sh NarwhalFuzz::BIN,
-       "-dict=#{File.join(NarwhalFuzz::DIR, 'http.dict')}",
-       "-max_total_time=#{seconds}",
-       "-max_len=4096",
-       "-timeout=10",
-       "-print_final_stats=1",
-       "-artifact_prefix=#{NarwhalFuzz::OUT}/",
-       corpus
+    log = File.join(NarwhalFuzz::OUT, "run.log")
+    status = NarwhalFuzz.run_logged(log, NarwhalFuzz::BIN,
+                                "-dict=#{File.join(NarwhalFuzz::DIR, 'http.dict')}",
+                                "-max_total_time=#{seconds}",
+                                "-max_len=4096",
+                                "-timeout=10",
+                                "-print_final_stats=1",
+                                "-artifact_prefix=#{NarwhalFuzz::OUT}/",
+                                corpus)
+    if NarwhalFuzz.verbose?
+      next if status.success?
+
+      abort "fuzz: FAILED (#{NarwhalFuzz.describe(status)}); the reproducer is named above"
+    end
+    output = File.read(log)
+    next puts NarwhalFuzz.run_summary(output, log) if status.success?
+
+    NarwhalFuzz.report_failure(status, output, log)
   end
 end
 
@@ -71,14 +171,20 @@ task :asan do
   # there is nothing to rebuild afterwards.
   build = File.join(NarwhalFuzz::ASAN_DIR, "build")
   libdir = File.join(NarwhalFuzz::ASAN_DIR, "lib")
-  rm_rf NarwhalFuzz::ASAN_DIR
-  mkdir_p [build, File.join(libdir, "narwhal_http")]
-  Dir.chdir(build) do
-    sh({ "NARWHAL_ASAN" => "1" }, RbConfig.ruby, File.join(NarwhalFuzz::ROOT, "ext", "narwhal_http", "extconf.rb"))
-    sh "make", "V=1"
+  rm_rf NarwhalFuzz::ASAN_DIR, verbose: false
+  mkdir_p [build, File.join(libdir, "narwhal_http")], verbose: false
+  build_log = File.join(NarwhalFuzz::ASAN_DIR, "build.log")
+  built = Dir.chdir(build) do
+    NarwhalFuzz.run_logged(build_log, { "NARWHAL_ASAN" => "1" }, RbConfig.ruby,
+                           File.join(NarwhalFuzz::ROOT, "ext", "narwhal_http", "extconf.rb")).success? &&
+      NarwhalFuzz.run_logged(File.join(NarwhalFuzz::ASAN_DIR, "make.log"), "make", "V=1").success?
+  end
+  unless built
+    Dir[File.join(NarwhalFuzz::ASAN_DIR, "*.log")].sort.each { |log| $stderr.puts File.read(log) }
+    abort "asan: building the extension with AddressSanitizer failed (output above)"
   end
   so = File.join(libdir, "narwhal_http", "narwhal_http.so")
-  cp File.join(build, "narwhal_http.so"), so
+  cp File.join(build, "narwhal_http.so"), so, verbose: false
   abort "asan: #{so} was not built with AddressSanitizer" unless `nm -D #{so}`.include?("__asan_")
 
   # The ASan build is required first, from tmp/asan/lib, so that lib/'s
@@ -96,7 +202,21 @@ task :asan do
     end
   RUBY
   env = { "LD_PRELOAD" => libasan, "ASAN_OPTIONS" => "detect_leaks=0:abort_on_error=1:halt_on_error=1" }
-  Dir.chdir(NarwhalFuzz::ROOT) do
-    sh env, RbConfig.ruby, "-I#{libdir}", "-Ilib", "-Itest", "-e", runner
+  log = File.join(NarwhalFuzz::ASAN_DIR, "test.log")
+  status = Dir.chdir(NarwhalFuzz::ROOT) do
+    NarwhalFuzz.run_logged(log, env, RbConfig.ruby, "-I#{libdir}", "-Ilib", "-Itest", "-e", runner)
   end
+  if NarwhalFuzz.verbose?
+    next if status.success?
+
+    abort "asan: FAILED (#{NarwhalFuzz.describe(status)})"
+  end
+  output = File.read(log)
+  unless status.success?
+    $stderr.puts output
+    abort "asan: FAILED (#{NarwhalFuzz.describe(status)}): the AddressSanitizer report or the failing tests are above"
+  end
+  # "asan: 201 runs, 3067 assertions, 0 failures, 0 errors, 0 skips on tmp/asan/lib/..."
+  totals = output[/^\d+ runs, .*skips$/] || "tests passed"
+  puts "asan: #{totals} on the AddressSanitizer build #{NarwhalFuzz.relative(so)}"
 end
