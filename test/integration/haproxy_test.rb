@@ -90,18 +90,6 @@ class HaproxyTest < Minitest::Test
   end
 
   def test_usr2_and_quit_of_the_old_master_through_haproxy
-    old = @server.pid
-    statuses = under_load(clients: 4) do
-      @server.signal(:USR2)
-      new_pid = wait_until(timeout: 15, message: "new master") do
-        pid = read_pid(@pid_path)
-        pid if pid && pid != old
-      end
-      @extra_pids = [new_pid]
-      wait_until(timeout: 15, message: "new workers") { @server.worker_pids(new_pid).size == 2 }
-      @server.signal(:QUIT)
-      @server.wait_exit(timeout: 15)
-    end
-    assert_all_ok(statuses)
+    assert_all_ok(upgrade_under_load(workers: 2))
   end
 end

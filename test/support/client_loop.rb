@@ -30,6 +30,25 @@ module Narwhal
       @load[:stop] = true
     end
 
+    # A deploy under load: USR2, the new master's `workers` workers up,
+    # QUIT to the old master, which must be gone. Returns every status the
+    # clients saw. Needs `@server` (a ServerProcess) and `@pid_path`; the
+    # new master goes in `@extra_pids` for teardown.
+    def upgrade_under_load(workers:, clients: 4)
+      old = @server.pid
+      under_load(clients: clients) do
+        @server.signal(:USR2)
+        new_pid = wait_until(timeout: 15, message: "new master") do
+          pid = read_pid(@pid_path)
+          pid if pid&.positive? && pid != old
+        end
+        @extra_pids = [new_pid]
+        wait_until(timeout: 15, message: "new workers") { @server.worker_pids(new_pid).size == workers }
+        @server.signal(:QUIT)
+        @server.wait_exit(timeout: 15)
+      end
+    end
+
     private
 
     def client_loop
