@@ -21,6 +21,16 @@ module Narwhal
       nil
     end
 
+    # Runs the block with these environment variables (nil: unset), then
+    # puts back what was there.
+    def with_env(vars)
+      saved = vars.keys.to_h { |k| [k, ENV.fetch(k, nil)] }
+      vars.each { |k, v| ENV[k] = v }
+      yield
+    ensure
+      saved&.each { |k, v| ENV[k] = v }
+    end
+
     # Polls the block until it returns a truthy value or the deadline passes.
     def wait_until(timeout: 10, interval: 0.01, message: "condition")
       deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + timeout

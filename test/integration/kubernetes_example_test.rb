@@ -130,14 +130,6 @@ class KubernetesExampleTest < Minitest::Test
     end
   end
 
-  def with_env(vars)
-    saved = vars.keys.to_h { |k| [k, ENV.fetch(k, nil)] }
-    vars.each { |k, v| ENV[k] = v }
-    yield
-  ensure
-    saved.each { |k, v| ENV[k] = v }
-  end
-
   def now
     Process.clock_gettime(Process::CLOCK_MONOTONIC)
   end

@@ -28,14 +28,4 @@ class WebConcurrencyTest < Minitest::Test
       with_env("WEB_CONCURRENCY" => nil) { assert_equal 1, Narwhal::Configurator.new[:worker_processes] }
     end
   end
-
-  private
-
-  def with_env(vars)
-    saved = vars.keys.to_h { |k| [k, ENV.fetch(k, nil)] }
-    vars.each { |k, v| ENV[k] = v }
-    yield
-  ensure
-    saved.each { |k, v| ENV[k] = v }
-  end
 end
