@@ -70,6 +70,9 @@ module Narwhal
       probe.autoclose = false # only one IO may own the descriptor
       family = probe.local_address.afamily
       io = family == Socket::AF_UNIX ? UNIXServer.for_fd(fd) : TCPServer.for_fd(fd)
+      # it came through an exec: without this every program a worker runs
+      # would hold the listening socket (USR2 clears it again for its exec)
+      io.close_on_exec = true
       allocate.tap { |listener| listener.send(:adopt, io) }
     end
 

@@ -27,8 +27,10 @@ module Narwhal
       yield master if block_given?
       master.start
       master.join
-    rescue ConfigError => e
+    rescue ConfigError, ListenError, BootError => e
       abort("narwhal: #{e.message}")
+    rescue SystemCallError, ArgumentError => e
+      abort("narwhal: #{ErrorMessage.for(e)}")
     end
 
     def valid_options

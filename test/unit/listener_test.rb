@@ -162,6 +162,19 @@ class ListenerTest < Minitest::Test
     end
   end
 
+  # An inherited descriptor arrives without close-on-exec (it came through
+  # an exec); programs a worker runs must not get the listening socket.
+  def test_inherited_listeners_are_closed_on_exec
+    tcp = TCPServer.new("127.0.0.1", 0)
+    tcp.close_on_exec = false
+    listener = Narwhal::Listener.inherit(tcp.fileno)
+    out = IO.popen(["sh", "-c", "ls /proc/self/fd"], &:read).split.map(&:to_i)
+    refute_includes out, tcp.fileno, "the exec'd program holds the inherited listener"
+    assert listener.io.close_on_exec?
+  ensure
+    tcp&.close
+  end
+
   def test_expand_addr_canonical_forms
     assert_equal "0.0.0.0:8080", Narwhal::Listener.expand_addr(":8080")
     assert_equal "0.0.0.0:8080", Narwhal::Listener.expand_addr("8080")
