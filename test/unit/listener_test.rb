@@ -167,12 +167,13 @@ class ListenerTest < Minitest::Test
   def test_inherited_listeners_are_closed_on_exec
     tcp = TCPServer.new("127.0.0.1", 0)
     tcp.close_on_exec = false
+    tcp.autoclose = false # the listener owns the descriptor now: one close, by it
     listener = Narwhal::Listener.inherit(tcp.fileno)
     out = IO.popen(["sh", "-c", "ls /proc/self/fd"], &:read).split.map(&:to_i)
     refute_includes out, tcp.fileno, "the exec'd program holds the inherited listener"
     assert listener.io.close_on_exec?
   ensure
-    tcp&.close
+    listener&.io&.close
   end
 
   def test_expand_addr_canonical_forms
