@@ -153,6 +153,7 @@ class ListenerTest < Minitest::Test
     Dir.mktmpdir do |dir|
       tcp = TCPServer.new("127.0.0.1", 0)
       unix = UNIXServer.new(File.join(dir, "i.sock"))
+      [tcp, unix].each { |io| io.autoclose = false } # each descriptor gets one owner: the listener
       a = Narwhal::Listener.inherit(tcp.fileno)
       b = Narwhal::Listener.inherit(unix.fileno)
       assert_equal Narwhal::Listener.expand_addr("127.0.0.1:#{tcp.addr[1]}"), a.address
