@@ -27,6 +27,7 @@ module Narwhal
   class ConfigError < StandardError; end
 
   autoload :CLI, "narwhal/cli"
+  autoload :Clock, "narwhal/clock"
   autoload :ClientGone, "narwhal/socket_writer"
   autoload :Configurator, "narwhal/configurator"
   autoload :Connection, "narwhal/connection"

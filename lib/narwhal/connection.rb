@@ -66,7 +66,7 @@ module Narwhal
       @input = nil
       @hijacked = false
       @closed = false
-      @deadline = now + @client_timeout
+      @deadline = Clock.now + @client_timeout
     end
 
     def closed?
@@ -146,9 +146,6 @@ module Narwhal
 
     private
 
-    def now
-      Process.clock_gettime(Process::CLOCK_MONOTONIC)
-    end
 
     def connection_env(template, remote_addr, early_hints)
       env = template.merge("REMOTE_ADDR" => remote_addr, "rack.hijack" => method(:hijack),
@@ -165,7 +162,7 @@ module Narwhal
           @state = HEAD
           @env = @template.dup
           @idle_deadline = @deadline
-          @deadline = now + @client_timeout
+          @deadline = Clock.now + @client_timeout
         end
         if @state == HEAD
           @off = @parser.execute(@env, @buf, @off)
@@ -246,7 +243,7 @@ module Narwhal
       return detach if keep == ResponseWriter::HIJACKED || @hijacked
       return close unless keep
 
-      @deadline = now + @keepalive_timeout
+      @deadline = Clock.now + @keepalive_timeout
       true
     end
 
@@ -327,7 +324,7 @@ module Narwhal
       @io.shutdown(Socket::SHUT_WR)
       @state = LINGER
       @lingered = 0
-      @deadline = now + LINGER_SECONDS
+      @deadline = Clock.now + LINGER_SECONDS
       true
     rescue IOError, SystemCallError
       close
@@ -351,7 +348,7 @@ module Narwhal
 
     def log_error(env, error)
       @logger.error("app error: #{error.class}: #{error.message} " \
-                    "(#{env[REQUEST_METHOD]} #{env[PATH_INFO]})\n#{Array(error.backtrace).join("\n")}")
+                    "(#{env[REQUEST_METHOD]} #{env[PATH_INFO]})#{ErrorMessage.backtrace(error)}")
     end
   end
 end

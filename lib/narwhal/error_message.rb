@@ -19,6 +19,11 @@ module Narwhal
       plain?(error) ? text : "#{text} (#{error.class})"
     end
 
+    # The backtrace as it follows a log line: one frame per line.
+    def self.backtrace(error)
+      "\n#{Array(error.backtrace).join("\n")}"
+    end
+
     # A child's end as an operator reads it: "exit 1", "killed by SIGKILL".
     def self.exit_status(status)
       return "exit #{status.exitstatus}" if status.exited?

@@ -185,7 +185,7 @@ module Narwhal
 
     # While workers fail to boot the policy holds forks back.
     def spawn_missing_workers
-      allowance = @respawn.allowance(now)
+      allowance = @respawn.allowance(Clock.now)
       busy = @workers.values.map(&:nr)
       (0...@worker_processes).each do |nr|
         next if busy.include?(nr)
@@ -225,7 +225,7 @@ module Narwhal
         elsif (worker = @workers.delete(pid))
           @scoreboard.reset(worker.nr)
           @config[:after_worker_exit].call(self, worker, status)
-          failure = @respawn.exited(worker, status, now, stopping: !@stopping.nil?)
+          failure = @respawn.exited(worker, status, Clock.now, stopping: !@stopping.nil?)
           @logger.error(failure) if failure
         end
       end
@@ -297,7 +297,7 @@ module Narwhal
 
     # Also wakes for a worker's report, and when a held-back fork is due.
     def sleep_on_pipe
-      timeout = [@config[:timeout] / 2.0, MAX_SLEEP, @respawn.wait(now)].compact.min
+      timeout = [@config[:timeout] / 2.0, MAX_SLEEP, @respawn.wait(Clock.now)].compact.min
       return unless IO.select([@self_r, @reports.reader], nil, nil, timeout)
 
       @self_r.read_nonblock(1024, exception: false)
@@ -311,7 +311,7 @@ module Narwhal
 
       dispatch_signal(sig)
     rescue StandardError => e
-      @logger.error("#{sig} handling failed: #{ErrorMessage.for(e)}\n#{Array(e.backtrace).join("\n")}")
+      @logger.error("#{sig} handling failed: #{ErrorMessage.for(e)}#{ErrorMessage.backtrace(e)}")
     end
 
     def dispatch_signal(sig)
@@ -330,18 +330,18 @@ module Narwhal
     def stop(sig, name)
       @logger.info(sig == :QUIT ? "QUIT received: stopping workers gracefully" : "#{name} received: stopping now")
       @stopping = sig
-      @kill_at = now + (sig == :QUIT ? @config[:timeout] + KILL_AFTER : KILL_AFTER)
+      @kill_at = Clock.now + (sig == :QUIT ? @config[:timeout] + KILL_AFTER : KILL_AFTER)
       signal_workers(sig)
     end
 
     def kill_stragglers
-      return if now < @kill_at
+      return if Clock.now < @kill_at
 
       @workers.each_value do |w|
         @logger.error("worker=#{w.nr} pid=#{w.pid} did not stop in time, killing")
         signal_worker(w, :KILL)
       end
-      @kill_at = now + KILL_AFTER
+      @kill_at = Clock.now + KILL_AFTER
     end
 
     def change_workers(delta)
@@ -393,8 +393,5 @@ module Narwhal
       @logger.info("master pid=#{Process.pid} exiting")
     end
 
-    def now
-      Process.clock_gettime(Process::CLOCK_MONOTONIC)
-    end
   end
 end

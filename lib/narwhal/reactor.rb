@@ -70,7 +70,7 @@ module Narwhal
           dispatch(target) if target
           i += 1
         end
-        now = clock
+        now = Clock.now
         sweep(now) if now >= @next_sweep
       end
     ensure
@@ -107,7 +107,7 @@ module Narwhal
       end
     rescue StandardError => e
       # a bug must cost one connection, never the process
-      @server.logger.error("internal error: #{e.class}: #{e.message}\n#{Array(e.backtrace).join("\n")}")
+      @server.logger.error("internal error: #{e.class}: #{e.message}#{ErrorMessage.backtrace(e)}")
       drop(target) if target.is_a?(Connection)
     end
 
@@ -118,7 +118,7 @@ module Narwhal
       sock = listener.accept_nonblock
       return if sock == :wait_readable
 
-      @backoff.recovered(clock) if @backoff.failing?
+      @backoff.recovered(Clock.now) if @backoff.failing?
       conn = Connection.new(sock, listener, @server)
       fd = sock.fileno
       register(fd, conn)
@@ -134,7 +134,7 @@ module Narwhal
     # Every listener leaves the epoll set until the pause is over: they
     # share the limit that was hit.
     def pause_accepting(error)
-      now = clock
+      now = Clock.now
       @resume_at = now + @backoff.failed(error, now)
       @listeners.each { |l| forget(l.io.fileno) }
       wake_for_resume(now)
@@ -152,9 +152,6 @@ module Narwhal
       @listeners.each { |l| register(l.io.fileno, l, exclusive: true) }
     end
 
-    def clock
-      Process.clock_gettime(Process::CLOCK_MONOTONIC)
-    end
 
     def drop(conn)
       conn.close

@@ -42,8 +42,8 @@ module Narwhal
       boot_failed(e) unless @ready
       raise if e.is_a?(SystemExit)
 
-      @logger.error("worker=#{@worker.nr} pid=#{Process.pid} failed: #{e.class}: #{e.message}\n" \
-                    "#{Array(e.backtrace).join("\n")}")
+      @logger.error("worker=#{@worker.nr} pid=#{Process.pid} failed: #{e.class}: #{e.message}" \
+                    "#{ErrorMessage.backtrace(e)}")
       exit!(1)
     end
 
@@ -59,7 +59,7 @@ module Narwhal
     # The master logs the one-line reason; the backtrace is for debug logs.
     def boot_failed(error)
       message = BootError.describe(error)
-      @logger.debug { "worker=#{@worker.nr} boot failure backtrace:\n#{Array(error.backtrace).join("\n")}" }
+      @logger.debug { "worker=#{@worker.nr} boot failure backtrace:#{ErrorMessage.backtrace(error)}" }
       unless @reports.boot_failed(message)
         @logger.error("worker=#{@worker.nr} pid=#{Process.pid} failed to boot: #{message}")
       end
