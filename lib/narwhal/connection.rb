@@ -3,12 +3,15 @@
 require "socket"
 
 module Narwhal
-  # One client connection: reads and parses requests as bytes arrive, calls
-  # the app once a request is complete, writes the response, and keeps the
-  # connection for the next request when HTTP allows.
+  # The reading side of one client connection: reads bytes as they arrive,
+  # parses them (HttpParser), stores the body (Input), answers
+  # `Expect: 100-continue`, and hands each complete request to the
+  # dispatcher. Requests it will not serve get their 4xx here, then the
+  # connection lingers (drains what the client still sends) and closes.
   #
-  # It never blocks on reading: the reactor calls #on_readable when bytes
-  # are waiting, so a slow client holds no app thread.
+  # It is a Reactor handler: #on_readable and #on_timeout return what the
+  # reactor should do with it next (KEEP, CLOSE, RELEASE). It never blocks
+  # on reading, so a slow client holds no app thread.
   class Connection
     READ_SIZE = 16 * 1024
     # After an error response we read and drop what the client still sends,
@@ -24,53 +27,37 @@ module Narwhal
     CONTINUE = "HTTP/1.1 100 Continue\r\n\r\n"
     REQUEST_METHOD = "REQUEST_METHOD"
     PATH_INFO = "PATH_INFO"
-    HEAD_METHOD = "HEAD"
-    RACK_INPUT = "rack.input"
-    RACK_HIJACK_IO = "rack.hijack_io"
-    RESPONSE_FINISHED = "rack.response_finished"
-    AFTER_REPLY = "rack.after_reply"
-    EARLY_HINTS = "rack.early_hints"
-    REQ_HTTP11 = ResponseHead::REQ_HTTP11
-    REQ_KEEPALIVE = ResponseHead::REQ_KEEPALIVE
-    REQ_HEAD = ResponseHead::REQ_HEAD
 
-    attr_reader :io, :deadline
-    attr_accessor :monitor
+    KEEP = Reactor::KEEP
+    CLOSE = Reactor::CLOSE
+    RELEASE = Reactor::RELEASE
 
-    def initialize(io, listener, server)
+    # What every connection of a serving process shares. keepalive turns
+    # false on a graceful stop: responses then say Connection: close.
+    Context = Struct.new(:limits, :dispatcher, :logger, :counters, :keepalive)
+
+    attr_reader :deadline
+
+    def initialize(io, request, context)
       @io = io
-      @server = server
-      @app = server.app
-      @logger = server.logger
-      limits = server.limits
-      @body_buffer_size = limits.body_buffer_size
+      @request = request
+      @out = request.out
+      @context = context
+      limits = context.limits
       @keepalive_timeout = limits.keepalive_timeout
       @keepalive_requests = limits.keepalive_requests
       @client_timeout = limits.client_timeout
-      @scoreboard = server.scoreboard
-      @slot = server.slot
       @parser = HttpParser.new
       @parser.configure(limits.max_request_line, limits.max_header_size,
                         limits.max_header_fields, limits.max_body_size)
       @buf = String.new(capacity: READ_SIZE, encoding: Encoding::BINARY)
-      @rbuf = String.new(capacity: READ_SIZE, encoding: Encoding::BINARY)
+      @rbuf = nil # second read buffer, only once bytes are left over
       @off = 0
-      @out = SocketWriter.new(io, limits.write_timeout)
-      @writer = ResponseWriter.new(@out, @logger)
-      @finished_callbacks = []
-      @after_reply = []
-      @template = connection_env(server.env_template(listener), listener.remote_addr(io), server.early_hints?)
       @state = IDLE
       @requests = 0
       @env = nil
       @input = nil
-      @hijacked = false
-      @closed = false
       @deadline = Clock.now + @client_timeout
-    end
-
-    def closed?
-      @closed
     end
 
     # Between requests on a kept-alive connection, with nothing buffered: a
@@ -80,20 +67,19 @@ module Narwhal
       @state == IDLE && @requests.positive? && @off >= @buf.bytesize
     end
 
-    # Reads what the socket has and serves every complete request in it.
-    # Returns false once the connection is closed or taken over by the app.
+    # Reads what the socket has and hands on every complete request in it.
     def on_readable
       # `while true`, not `loop do`: a block here would cost allocations on
       # every request (this is the hot path)
       while true # rubocop:disable Style/InfiniteLoop
-        into = @off >= @buf.bytesize ? @buf : @rbuf
+        into = @off >= @buf.bytesize ? @buf : (@rbuf ||= String.new(capacity: READ_SIZE, encoding: Encoding::BINARY))
         data = @io.read_nonblock(READ_SIZE, into, exception: false)
-        return true if data == :wait_readable
-        return close if data.nil?
+        return KEEP if data == :wait_readable
+        return CLOSE if data.nil?
 
         n = data.bytesize
         if @state == LINGER
-          return close if (@lingered += n) > LINGER_MAX_BYTES
+          return CLOSE if (@lingered += n) > LINGER_MAX_BYTES
 
           next
         end
@@ -102,65 +88,36 @@ module Narwhal
         else
           @buf << @rbuf
         end
-        return false unless process
-        return true if n < READ_SIZE
+        action = process
+        return action unless action == KEEP
+        return KEEP if n < READ_SIZE
       end
     rescue IOError, SystemCallError
-      close
+      CLOSE
     end
 
-    # Called by the reactor once @deadline has passed.
+    # The deadline passed: 408 to a request being read, else just close.
     def on_timeout
-      if @state == HEAD || @state == BODY
-        reject(408)
-        close
-      else
-        close
-      end
+      reject(408) if @state == HEAD || @state == BODY
+      CLOSE
     end
 
     def close
-      return false if @closed
-
-      @closed = true
-      @monitor&.close
       @input&.close
-      @io.close unless @hijacked || @io.closed?
-      false
+      @input = nil
+      @io.close unless @request.hijacked? || @io.closed?
     rescue IOError, SystemCallError
-      false
-    end
-
-    # rack.hijack (full hijack): the app takes the socket.
-    def hijack
-      @hijacked = true
-      @env[RACK_HIJACK_IO] = @io if @env
-      @io
-    end
-
-    # rack.early_hints
-    def early_hints(headers)
-      @writer.early_hints(headers) if @parser.http11?
       nil
     end
 
     private
 
-
-    def connection_env(template, remote_addr, early_hints)
-      env = template.merge("REMOTE_ADDR" => remote_addr, "rack.hijack" => method(:hijack),
-                           RESPONSE_FINISHED => @finished_callbacks, AFTER_REPLY => @after_reply)
-      env[EARLY_HINTS] = method(:early_hints) if early_hints
-      env
-    end
-
-    # Parses what is buffered; serves each complete request. Returns false
-    # once the connection is closed or hijacked.
+    # Parses what is buffered; hands on each complete request.
     def process
       while true # rubocop:disable Style/InfiniteLoop
         if @state == IDLE
           @state = HEAD
-          @env = @template.dup
+          @env = @request.start
           @idle_deadline = @deadline
           @deadline = Clock.now + @client_timeout
         end
@@ -173,16 +130,16 @@ module Narwhal
               @state = IDLE
               @deadline = @idle_deadline
             end
-            return true
+            return KEEP
           end
 
           start_body
         end
-        return true if @state == BODY && !read_body
+        return KEEP if @state == BODY && !read_body
 
         discard_consumed
-        return false unless serve
-        return true if @off >= @buf.bytesize
+        action = serve
+        return action unless action == KEEP && @off < @buf.bytesize
       end
     rescue HttpParserError => e
       reject(e.status)
@@ -194,7 +151,7 @@ module Narwhal
       length = @parser.content_length
       if @parser.chunked? || (length && length.positive?)
         @state = BODY
-        @input = Input.new(@body_buffer_size, @parser.chunked? ? nil : length)
+        @input = Input.new(@context.limits.body_buffer_size, @parser.chunked? ? nil : length)
         @out.write(CONTINUE) if @parser.expect_continue? && @parser.http11? && @off >= @buf.bytesize
       else
         @state = IDLE
@@ -226,108 +183,41 @@ module Narwhal
       end
     end
 
+    # The request is complete: the dispatcher runs it; then the connection
+    # waits for the next one, closes, or leaves the reactor (hijacked).
     def serve
-      env = @env
-      env[RACK_INPUT] = @input.to_io if @input
       @requests += 1
-      keepalive = @parser.keepalive? && @requests < @keepalive_requests && @server.running?
-      flags = (@parser.http11? ? REQ_HTTP11 : 0) | (keepalive ? REQ_KEEPALIVE : 0)
-      flags |= REQ_HEAD if env[REQUEST_METHOD] == HEAD_METHOD
-      @scoreboard.request_started(@slot) # the master's `timeout` clock
-      begin
-        keep = respond(env, flags)
-        finish_request(env)
-      ensure
-        @scoreboard.request_finished(@slot)
-      end
-      return detach if keep == ResponseWriter::HIJACKED || @hijacked
-      return close unless keep
+      keepalive = @parser.keepalive? && @requests < @keepalive_requests && @context.keepalive
+      @request.complete(@input, @parser.http11?, keepalive)
+      outcome = @context.dispatcher.dispatch(@request)
+      finish_request
+      return RELEASE if outcome == Responder::HIJACKED || @request.hijacked?
+      return CLOSE unless outcome == Responder::KEEP
 
       @deadline = Clock.now + @keepalive_timeout
-      true
+      KEEP
     end
 
-    # Calls the app and writes its response; returns what ResponseWriter
-    # returns (false on any failure).
-    def respond(env, flags)
-      status, headers, body = @app.call(env)
-      return ResponseWriter::HIJACKED if @hijacked
-
-      @status = status
-      @headers = headers
-      @writer.write(status, headers, body, flags)
-    rescue WriteTimeout => e
-      @logger.warn("write timeout: #{e.message}, closing (#{env[REQUEST_METHOD]} #{env[PATH_INFO]})")
-      @error = e
-      false
-    rescue ClientGone => e
-      # only failed socket writes: the app's own I/O errors are app errors
-      @logger.debug { "client went away: #{e.message}" }
-      @error = e
-      false
-    rescue StandardError, ScriptError => e
-      log_error(env, e)
-      @error = e
-      send_error(500) unless @writer.started || @hijacked
-      false
-    ensure
-      close_body(body)
-    end
-
-    def close_body(body)
-      body.close if body.respond_to?(:close)
-    rescue StandardError => e
-      @logger.error("body.close failed: #{e.class}: #{e.message}")
-    end
-
-    def finish_request(env)
-      run_callbacks(env)
+    def finish_request
+      @request.finish
       @parser.reset
       @input&.close
       @input = nil
       @env = nil
-      @status = @headers = @error = nil
       @state = IDLE
-    end
-
-    # rack.response_finished callables run in reverse order of registration
-    # (Rack 3.1 SPEC) with the app's status and headers (nil when the app
-    # raised) and the error that cut the response short, if any. The lists
-    # are read from env (an app may have replaced ours); ours are shared by
-    # every request on the connection, so they are emptied afterwards.
-    def run_callbacks(env)
-      finished = env[RESPONSE_FINISHED]
-      finished = @finished_callbacks unless finished.is_a?(Array)
-      finished.reverse_each { |cb| safely { cb.call(env, @status, @headers, @error) } }
-      @finished_callbacks.clear
-      after = env[AFTER_REPLY]
-      after = @after_reply unless after.is_a?(Array)
-      after.each { |cb| safely { cb.call } }
-      @after_reply.clear
-    end
-
-    def safely
-      yield
-    rescue StandardError => e
-      @logger.error("response callback failed: #{e.class}: #{e.message}")
-    end
-
-    def detach
-      @closed = true
-      @monitor&.close
-      false
     end
 
     # Answers a request we will not serve, then drains and closes.
     def reject(status)
+      @context.counters.count(Scoreboard::REJECTED)
       send_error(status)
       @io.shutdown(Socket::SHUT_WR)
       @state = LINGER
       @lingered = 0
       @deadline = Clock.now + LINGER_SECONDS
-      true
+      KEEP
     rescue IOError, SystemCallError
-      close
+      CLOSE
     end
 
     # No room for the body (or no temporary file): free what was stored,
@@ -335,20 +225,15 @@ module Narwhal
     def refuse_body(error)
       @input.close
       @input = nil
-      @logger.error("request body of #{@env[REQUEST_METHOD]} #{@env[PATH_INFO]} not stored: #{error.message}; " \
-                    "answered #{error.status}, closing")
+      @context.logger.error("request body of #{@env[REQUEST_METHOD]} #{@env[PATH_INFO]} not stored: " \
+                            "#{error.message}; answered #{error.status}, closing")
       reject(error.status)
     end
 
     def send_error(status)
-      @out.write(ErrorResponse.bytes(status, head: @env && @env[REQUEST_METHOD] == HEAD_METHOD))
+      @out.write(ErrorResponse.bytes(status, head: @request.head?))
     rescue IOError, SystemCallError
       nil
-    end
-
-    def log_error(env, error)
-      @logger.error("app error: #{error.class}: #{error.message} " \
-                    "(#{env[REQUEST_METHOD]} #{env[PATH_INFO]})#{ErrorMessage.backtrace(error)}")
     end
   end
 end

@@ -1,54 +1,139 @@
 # frozen_string_literal: true
 
 module Narwhal
-  # The event loop of a serving process: waits on the listeners and on every
-  # open connection in one epoll set (Poller), accepts new clients, hands
-  # readable connections their bytes, and closes connections whose deadline
-  # passed.
+  # The event loop of a serving process: one epoll set (Poller) over the
+  # listeners, the open connections and a few pipes. It knows descriptors
+  # and handlers, not HTTP.
+  #
+  # A handler (a connection) answers #on_readable and #on_timeout with what
+  # should happen to it next: KEEP it registered, CLOSE it (the reactor
+  # forgets the descriptor, then calls #close: the reactor is the one owner
+  # of that decision), or RELEASE it (forgotten, not closed: someone else
+  # took the socket, as with rack.hijack). It also has #deadline (a Clock
+  # time) and #idle? (may be closed on a graceful stop).
   #
   # Listeners are registered with EPOLLEXCLUSIVE: of the workers waiting on
   # a shared listener, the kernel wakes one per new connection. A worker
-  # busy in the app is not waiting, so it is never the one woken.
-  #
-  # When accept fails for want of descriptors or memory the listeners leave
-  # the epoll set for a while (AcceptBackoff), else they would stay
-  # readable and the loop would spin; the sweep puts them back.
+  # busy in the app is not waiting, so it is never the one woken. Accepting
+  # can be paused and resumed: on its own when accept(2) fails for want of
+  # descriptors (AcceptBackoff; the listener would stay readable and the
+  # loop would spin), and by the caller when it has no room for more work.
   class Reactor
+    KEEP = :keep
+    CLOSE = :close
+    RELEASE = :release
+
     # How often deadlines are checked; timeouts are accurate to this.
     SWEEP_INTERVAL = 0.25
 
-    # What a connection holds to leave the loop (Connection#monitor).
-    Registration = Struct.new(:reactor, :fd) do
-      def close
-        reactor.forget(fd)
+    # A pipe whose readability only runs a block (signals, the master's pipe).
+    Watcher = Struct.new(:block) do
+      def on_readable
+        block.call
+        KEEP
       end
     end
 
-    def initialize(server)
-      @server = server
+    # A listener and the block that makes a handler for each accepted socket.
+    Acceptor = Struct.new(:listener, :factory)
+
+    def initialize(logger)
+      @logger = logger
       @poller = Poller.new
-      @targets = [] # fd => Listener, Connection or callable
-      @ready = []
-      @connections = {}
+      @targets = []   # fd => handler or Watcher
+      @acceptors = [] # listener fd => Acceptor
+      @handlers = {}  # handler => fd
       @listeners = []
+      @ready = []
       @next_sweep = 0
       @wait = SWEEP_INTERVAL
-      @backoff = AcceptBackoff.new(server.logger)
-      @resume_at = nil # while accepting is paused
+      @backoff = AcceptBackoff.new(logger)
+      @held = false       # paused by the caller
+      @resume_at = nil    # when a back-off pause ends
+      @listening = false  # listeners are in the epoll set
     end
 
-    def add_listener(listener)
-      register(listener.io.fileno, listener, exclusive: true)
+    # Accepts from listener (anything with #io and #accept_nonblock); each
+    # accepted socket becomes the handler the block returns for it.
+    def add_listener(listener, &factory)
+      @acceptors[listener.io.fileno] = Acceptor.new(listener, factory)
       @listeners << listener
+      @poller.add(listener.io.fileno, true) if @listening
     end
 
     # Calls the block in the loop whenever io is readable.
     def watch(io, &block)
-      register(io.fileno, block)
+      register(io.fileno, Watcher.new(block))
     end
 
     def unwatch(io)
       forget(io.fileno)
+    end
+
+    # Runs until #stop_accepting was called and every handler is gone.
+    def run
+      update_listeners
+      ready = @ready
+      until @listeners.empty? && @handlers.empty?
+        count = @poller.wait(@wait, ready)
+        i = 0
+        while i < count
+          fd = ready[i]
+          if (target = @targets[fd])
+            dispatch(target, fd)
+          elsif (acceptor = @acceptors[fd])
+            accept(acceptor)
+          end
+          i += 1
+        end
+        now = Clock.now
+        sweep(now) if now >= @next_sweep
+      end
+    ensure
+      @poller.close
+    end
+
+    # No more accepting until #resume_accepting (the caller is full).
+    def pause_accepting
+      @held = true
+      update_listeners
+    end
+
+    def resume_accepting
+      @held = false
+      update_listeners
+    end
+
+    # Graceful stop: no new clients; idle handlers close now, the others
+    # finish what they are doing.
+    def stop_accepting
+      pause_accepting
+      @listeners.each { |l| @acceptors[l.io.fileno] = nil }
+      @listeners.clear
+      @resume_at = nil
+      @handlers.each_key { |h| drop(h) if h.idle? }
+    end
+
+    def close_all
+      stop_accepting
+      @handlers.each_key { |h| drop(h) }
+    end
+
+    private
+
+    # Listeners are in the epoll set unless the caller or a back-off holds
+    # them out.
+    def update_listeners
+      listening = !@held && @resume_at.nil?
+      return if listening == @listening
+
+      @listening = listening
+      @listeners.each { |l| listening ? @poller.add(l.io.fileno, true) : @poller.delete(l.io.fileno) }
+    end
+
+    def register(fd, target)
+      @targets[fd] = target
+      @poller.add(fd, false)
     end
 
     # Stops watching fd (before it is closed: epoll must not keep it).
@@ -59,84 +144,59 @@ module Narwhal
       @poller.delete(fd)
     end
 
-    # Runs until #stop_accepting was called and every connection is gone.
-    def run
-      ready = @ready
-      until @listeners.empty? && @connections.empty?
-        count = @poller.wait(@wait, ready)
-        i = 0
-        while i < count
-          target = @targets[ready[i]]
-          dispatch(target) if target
-          i += 1
-        end
-        now = Clock.now
-        sweep(now) if now >= @next_sweep
-      end
-    ensure
-      @poller.close
-    end
-
-    # Graceful stop: no new clients; idle keep-alive connections close now,
-    # requests being read are finished.
-    def stop_accepting
-      @listeners.each { |l| forget(l.io.fileno) }
-      @listeners.clear
-      @resume_at = nil
-      @connections.each_key { |c| drop(c) if c.idle? }
-    end
-
-    def close_all
-      stop_accepting
-      @connections.each_key(&:close)
-      @connections.clear
-    end
-
-    private
-
-    def register(fd, target, exclusive: false)
-      @targets[fd] = target
-      @poller.add(fd, exclusive)
-    end
-
-    def dispatch(target)
-      case target
-      when Connection then drop(target) unless target.on_readable
-      when Listener then accept(target)
-      else target.call
-      end
+    def dispatch(target, fd)
+      apply(target, fd, target.on_readable)
     rescue StandardError => e
       # a bug must cost one connection, never the process
-      @server.logger.error("internal error: #{e.class}: #{e.message}#{ErrorMessage.backtrace(e)}")
-      drop(target) if target.is_a?(Connection)
+      internal_error(e)
+      drop(target) if @handlers.key?(target)
+    end
+
+    def apply(handler, fd, action)
+      return if action == KEEP
+
+      forget(fd)
+      @handlers.delete(handler)
+      handler.close if action == CLOSE
+    end
+
+    def drop(handler)
+      apply(handler, @handlers[handler], CLOSE)
     end
 
     # One connection per wake-up: its request usually came with it and is
     # served at once; the next pending connection wakes a worker again, so
     # that with several workers no one of them takes more than it serves.
-    def accept(listener)
-      sock = listener.accept_nonblock
+    def accept(acceptor)
+      sock = acceptor.listener.accept_nonblock
       return if sock == :wait_readable
 
       @backoff.recovered(Clock.now) if @backoff.failing?
-      conn = Connection.new(sock, listener, @server)
+      handler = make_handler(acceptor, sock) or return
       fd = sock.fileno
-      register(fd, conn)
-      conn.monitor = Registration.new(self, fd)
-      @connections[conn] = true
-      dispatch(conn)
+      register(fd, handler)
+      @handlers[handler] = fd
+      dispatch(handler, fd)
     rescue Errno::ECONNABORTED, Errno::EPROTO, Errno::EINTR
       nil
     rescue Errno::EMFILE, Errno::ENFILE, Errno::ENOBUFS, Errno::ENOMEM => e
-      pause_accepting(e)
+      back_off(e)
+    end
+
+    def make_handler(acceptor, sock)
+      acceptor.factory.call(sock)
+    rescue StandardError => e
+      internal_error(e)
+      sock.close
+      nil
     end
 
     # Every listener leaves the epoll set until the pause is over: they
     # share the limit that was hit.
-    def pause_accepting(error)
+    def back_off(error)
       now = Clock.now
       @resume_at = now + @backoff.failed(error, now)
-      @listeners.each { |l| forget(l.io.fileno) }
+      update_listeners
       wake_for_resume(now)
     end
 
@@ -146,31 +206,33 @@ module Narwhal
       @wait = [@resume_at - now, SWEEP_INTERVAL].min
     end
 
-    def resume_accepting
+    def back_off_over(now)
+      return wake_for_resume(now) if now < @resume_at
+
       @resume_at = nil
       @wait = SWEEP_INTERVAL
-      @listeners.each { |l| register(l.io.fileno, l, exclusive: true) }
-    end
-
-
-    def drop(conn)
-      conn.close
-      @connections.delete(conn)
+      update_listeners
     end
 
     def sweep(now)
       @next_sweep = now + SWEEP_INTERVAL
-      if @resume_at
-        now >= @resume_at ? resume_accepting : wake_for_resume(now)
+      back_off_over(now) if @resume_at
+      @handlers.each do |handler, fd|
+        next unless handler.deadline < now
+
+        apply(handler, fd, timed_out(handler))
       end
-      @connections.each_key do |conn|
-        if conn.closed?
-          @connections.delete(conn)
-        elsif conn.deadline < now
-          conn.on_timeout
-          @connections.delete(conn)
-        end
-      end
+    end
+
+    def timed_out(handler)
+      handler.on_timeout
+    rescue StandardError => e
+      internal_error(e)
+      CLOSE
+    end
+
+    def internal_error(error)
+      @logger.error("internal error: #{error.class}: #{error.message}#{ErrorMessage.backtrace(error)}")
     end
   end
 end

@@ -2,26 +2,40 @@
 
 module Narwhal
   # Sends one Rack response on a connection. The head is built and
-  # validated in C (ResponseHead); this class drives the body.
+  # validated in C (ResponseHead); this class drives the body. One per
+  # Responder: its head buffer is reused for every response.
   class ResponseWriter
     HIJACKED = :hijacked
 
-    # true once any byte of the current response went to the socket
+    # true once any byte of the current response went to the socket, until
+    # #reset
     attr_reader :started
 
-    # out: the connection's SocketWriter
-    def initialize(out, logger)
-      @out = out
+    def initialize(logger)
       @logger = logger
       @head = ResponseHead.new
       @buf = String.new(capacity: 4096, encoding: Encoding::BINARY)
       @started = false
     end
 
-    # Writes the response; returns true to keep the connection, false to
-    # close it, or HIJACKED when the app took the socket.
-    def write(status, headers, body, flags)
+    # The response is over (the writer serves every connection of its
+    # responder).
+    def reset
       @started = false
+    end
+
+    # 103 Early Hints (rack.early_hints), on the connection's SocketWriter.
+    # Rare enough to build its own head.
+    def self.early_hints(out, headers)
+      buf = String.new(encoding: Encoding::BINARY)
+      ResponseHead.new.write(buf, 103, headers, nil, ResponseHead::REQ_HTTP11 | ResponseHead::REQ_KEEPALIVE)
+      out.write(buf)
+    end
+
+    # Writes the response to out (the connection's SocketWriter); returns
+    # true to keep the connection, false to close it, or HIJACKED when the
+    # app took the socket.
+    def write(out, status, headers, body, flags)
       headers = to_hash(headers) unless headers.is_a?(Hash)
       path = nil
       if body.respond_to?(:to_ary)
@@ -31,26 +45,20 @@ module Narwhal
       end
       mode = @head.write(@buf, status, headers, hint, flags)
       @started = true
-      @out.write(@buf)
+      out.write(@buf)
       case mode
       when ResponseHead::DONE then return @head.keepalive?
       when ResponseHead::HIJACK
-        @head.hijack.call(@out.io)
+        @head.hijack.call(out.io)
         return HIJACKED
       end
-      write_body(body, mode, hint, path) && @head.keepalive?
-    end
-
-    # 103 Early Hints (rack.early_hints)
-    def early_hints(headers)
-      @head.write(@buf, 103, headers, nil, ResponseHead::REQ_HTTP11 | ResponseHead::REQ_KEEPALIVE)
-      @out.write(@buf)
+      write_body(out, body, mode, hint, path) && @head.keepalive?
     end
 
     private
 
-    def write_body(body, mode, hint, path)
-      stream = OutputStream.new(@out, mode, @head.content_length, @logger)
+    def write_body(out, body, mode, hint, path)
+      stream = OutputStream.new(out, mode, @head.content_length, @logger)
       if path && mode == ResponseHead::LENGTH && hint == @head.content_length
         stream.copy_file(path)
       elsif hint.is_a?(Array)

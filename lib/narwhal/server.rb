@@ -1,8 +1,10 @@
 # frozen_string_literal: true
 
 module Narwhal
-  # What one serving process runs: the reactor over the listeners, the app,
-  # the limits every connection applies, and the shutdown signals (QUIT
+  # What one serving process runs: it wires the reactor (Reactor) over the
+  # listeners, the reading side of each accepted connection (Connection,
+  # Request), the dispatcher (Dispatcher::Inline) and the responder
+  # (Responder) around the app, and handles the shutdown signals (QUIT
   # graceful, INT/TERM immediate, USR1 reopen logs).
   #
   # A worker runs one of these after the master forks it; `rackup -s
@@ -13,8 +15,6 @@ module Narwhal
                         :write_timeout, keyword_init: true)
 
     SIGNALS = %w[QUIT INT TERM USR1].freeze
-
-    attr_reader :app, :logger, :limits, :listeners, :scoreboard, :slot
 
     # listeners: already bound Listener objects (a worker's), or nil to bind
     # the configured addresses. scoreboard/slot: where request start times
@@ -31,27 +31,15 @@ module Narwhal
         keepalive_requests: config[:keepalive_requests], client_timeout: config[:client_timeout],
         write_timeout: config[:write_timeout]
       ).freeze
-      @running = true
       @standalone = listeners.nil?
       @listeners = listeners || []
-      @scoreboard = scoreboard || Scoreboard.new(1)
-      @slot = slot
+      scoreboard ||= Scoreboard.new(1)
+      @counters = scoreboard.worker_slot(slot)
+      @responder = Responder.new(app, @logger, scoreboard.thread_slot(slot, 0), @counters)
+      @context = Connection::Context.new(@limits, Dispatcher::Inline.new(@responder), @logger, @counters, true)
       @master_pipe = master_pipe
       @ready = ready
-      @templates = {}
       @signals = []
-    end
-
-    def running?
-      @running
-    end
-
-    def early_hints?
-      @config[:early_hints]
-    end
-
-    def env_template(listener)
-      @templates[listener] ||= base_env.merge(listener.env_defaults).freeze
     end
 
     # Binds every configured address; raises (nothing left bound) on failure.
@@ -71,8 +59,8 @@ module Narwhal
 
     def run
       bind if @standalone && @listeners.empty?
-      @reactor = Reactor.new(self)
-      @listeners.each { |l| @reactor.add_listener(l) }
+      @reactor = Reactor.new(@logger)
+      @listeners.each { |l| accept_from(l) }
       install_signals
       @reactor.watch(@master_pipe) { master_gone } if @master_pipe
       @ready ? @ready.call : @logger.info("narwhal #{VERSION} serving pid=#{Process.pid}")
@@ -83,6 +71,20 @@ module Narwhal
     end
 
     private
+
+    # Each connection accepted on listener gets its reading side and its
+    # Request, whose env starts from the listener's defaults.
+    def accept_from(listener)
+      template = base_env.merge(listener.env_defaults).freeze
+      write_timeout = @limits.write_timeout
+      early_hints = @config[:early_hints]
+      @reactor.add_listener(listener) do |sock|
+        @counters.count(Scoreboard::CONNECTIONS)
+        out = SocketWriter.new(sock, write_timeout)
+        Connection.new(sock, Request.new(template, out, listener.remote_addr(sock), early_hints: early_hints),
+                       @context)
+      end
+    end
 
     def base_env
       {
@@ -136,7 +138,7 @@ module Narwhal
         when "USR1" then reopen_logs
         when "QUIT" then graceful_stop("QUIT received: finishing requests in progress")
         else
-          @running = false
+          @context.keepalive = false
           @logger.info("#{sig} received: exiting now")
           @reactor.close_all
         end
@@ -148,9 +150,9 @@ module Narwhal
     end
 
     def graceful_stop(message)
-      return unless @running # the master repeats QUIT until we are gone
+      return unless @context.keepalive # the master repeats QUIT until we are gone
 
-      @running = false
+      @context.keepalive = false
       @logger.info(message)
       @reactor.stop_accepting
     end

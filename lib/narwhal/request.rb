@@ -1,0 +1,90 @@
+# frozen_string_literal: true
+
+module Narwhal
+  # What passes from the reading side (Connection) to the responder: the
+  # Rack env of a complete request, how it may be answered (flags), and the
+  # connection's writer. One per connection, reused for every request on it,
+  # so that a request costs no object of its own.
+  #
+  # It also holds what the app may reach through env for the whole
+  # connection: rack.hijack, rack.early_hints and the lists behind
+  # rack.response_finished and rack.after_reply.
+  class Request
+    REMOTE_ADDR = "REMOTE_ADDR"
+    RACK_INPUT = "rack.input"
+    RACK_HIJACK = "rack.hijack"
+    RACK_HIJACK_IO = "rack.hijack_io"
+    RESPONSE_FINISHED = "rack.response_finished"
+    AFTER_REPLY = "rack.after_reply"
+    EARLY_HINTS = "rack.early_hints"
+    REQUEST_METHOD = "REQUEST_METHOD"
+    HEAD_METHOD = "HEAD"
+    HTTP11 = ResponseHead::REQ_HTTP11
+    KEEPALIVE = ResponseHead::REQ_KEEPALIVE
+    HEAD = ResponseHead::REQ_HEAD
+
+    # env: the current request's, nil between requests. flags: ResponseHead's
+    # REQ_* bits for the response. out: the connection's SocketWriter.
+    attr_reader :env, :flags, :out, :finished_callbacks, :after_reply
+
+    # template: the listener's env defaults (frozen, shared).
+    def initialize(template, out, remote_addr, early_hints: false)
+      @out = out
+      @finished_callbacks = []
+      @after_reply = []
+      @template = template.merge(REMOTE_ADDR => remote_addr, RACK_HIJACK => method(:hijack),
+                                 RESPONSE_FINISHED => @finished_callbacks, AFTER_REPLY => @after_reply)
+      @template[EARLY_HINTS] = method(:early_hints) if early_hints
+      @env = nil
+      @flags = 0
+      @hijacked = false
+    end
+
+    # A new request starts: the parser fills the env returned.
+    def start
+      @env = @template.dup
+    end
+
+    def started?
+      !@env.nil?
+    end
+
+    # The request is complete: input is its body (nil without one).
+    def complete(input, http11, keepalive)
+      @env[RACK_INPUT] = input.to_io if input
+      flags = http11 ? HTTP11 : 0
+      flags |= KEEPALIVE if keepalive
+      flags |= HEAD if @env[REQUEST_METHOD] == HEAD_METHOD
+      @flags = flags
+    end
+
+    def head?
+      (@flags & HEAD) != 0 || (@env && @env[REQUEST_METHOD] == HEAD_METHOD)
+    end
+
+    def hijacked?
+      @hijacked
+    end
+
+    # The response is done: ready for the next request on the connection.
+    def finish
+      @env = nil
+      @flags = 0
+      @finished_callbacks.clear
+      @after_reply.clear
+    end
+
+    # rack.hijack (full hijack): the app takes the socket.
+    def hijack
+      @hijacked = true
+      @env[RACK_HIJACK_IO] = @out.io if @env
+      @out.io
+    end
+
+    # rack.early_hints: 103 to an HTTP/1.1 client, nothing to others.
+    def early_hints(headers)
+      ResponseWriter.early_hints(@out, headers) if (@flags & HTTP11) != 0
+      nil
+    end
+  end
+end

@@ -1,0 +1,167 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require "socket"
+require "logger"
+
+# The reading side over a socket pair: what the dispatcher is handed, what
+# the client reads back, and what the reactor is told to do.
+class ConnectionTest < Minitest::Test
+  Limits = Narwhal::Server::Limits
+  LIMITS = Limits.new(body_buffer_size: 1024, max_body_size: 10_000, max_request_line: 1024,
+                      max_header_size: 4096, max_header_fields: 50, keepalive_timeout: 5,
+                      keepalive_requests: 100, client_timeout: 10, write_timeout: 5).freeze
+  TEMPLATE = { "rack.input" => Narwhal::NullInput::INSTANCE, "SCRIPT_NAME" => "" }.freeze
+
+  # Records each request as the app would see it; answers with outcome.
+  class FakeDispatcher
+    attr_reader :seen
+    attr_accessor :outcome, :on_dispatch
+
+    def initialize
+      @seen = []
+      @outcome = Narwhal::Responder::KEEP
+    end
+
+    def dispatch(request)
+      env = request.env
+      body = env["rack.input"]&.read
+      @seen << { method: env["REQUEST_METHOD"], path: env["PATH_INFO"], body: body, flags: request.flags,
+                 remote: env["REMOTE_ADDR"] }
+      on_dispatch&.call(request)
+      @outcome
+    end
+  end
+
+  class Counters
+    attr_reader :counts
+
+    def initialize
+      @counts = Hash.new(0)
+    end
+
+    def count(counter)
+      @counts[counter] += 1
+    end
+  end
+
+  def setup
+    @server, @client = UNIXSocket.pair
+    @dispatcher = FakeDispatcher.new
+    @counters = Counters.new
+    @log = StringIO.new
+    context = Narwhal::Connection::Context.new(LIMITS, @dispatcher, Logger.new(@log), @counters, true)
+    out = Narwhal::SocketWriter.new(@server, 5)
+    @request = Narwhal::Request.new(TEMPLATE, out, "10.0.0.1")
+    @conn = Narwhal::Connection.new(@server, @request, context)
+  end
+
+  def teardown
+    @server.close unless @server.closed?
+    @client.close unless @client.closed?
+  end
+
+  def send_bytes(bytes)
+    @client.write(bytes)
+    @conn.on_readable
+  end
+
+  def reply
+    @client.read_nonblock(65_536, exception: false).then { |r| r == :wait_readable ? "" : r.to_s }
+  end
+
+  def test_a_request_sent_byte_by_byte_is_dispatched_once_complete
+    request = "GET /a?b=1 HTTP/1.1\r\nHost: x\r\n\r\n"
+    request[0...-1].each_char do |c|
+      assert_equal :keep, send_bytes(c)
+    end
+    assert_empty @dispatcher.seen
+    assert_equal :keep, send_bytes(request[-1])
+    assert_equal [{ method: "GET", path: "/a", body: "", remote: "10.0.0.1",
+                    flags: Narwhal::Request::HTTP11 | Narwhal::Request::KEEPALIVE }], @dispatcher.seen
+    assert @conn.idle?, "between requests on a kept-alive connection"
+  end
+
+  def test_pipelined_requests_are_dispatched_in_order_from_one_read
+    assert_equal :keep, send_bytes("GET /1 HTTP/1.1\r\nHost: x\r\n\r\nHEAD /2 HTTP/1.0\r\n\r\n")
+    assert_equal [%w[GET /1], %w[HEAD /2]], @dispatcher.seen.map { |r| [r[:method], r[:path]] }
+    assert_equal Narwhal::Request::HEAD, @dispatcher.seen[1][:flags], "HTTP/1.0, no keep-alive, HEAD"
+  end
+
+  def test_the_body_reaches_rack_input_and_the_env_is_fresh_per_request
+    send_bytes("POST /p HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhel")
+    assert_empty @dispatcher.seen
+    send_bytes("loGET /g HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert_equal [["POST", "hello"], ["GET", ""]], @dispatcher.seen.map { |r| [r[:method], r[:body]] }
+  end
+
+  def test_expect_100_continue_is_answered_before_the_body
+    send_bytes("PUT /u HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\n")
+    assert_equal "HTTP/1.1 100 Continue\r\n\r\n", reply
+    send_bytes("abc")
+    assert_equal "abc", @dispatcher.seen.first[:body]
+  end
+
+  def test_a_bad_request_gets_400_then_lingers_then_closes
+    assert_equal :keep, send_bytes("GET / HTTP/1.1\r\nBad Header\r\n\r\n"), "lingers to let the client read"
+    assert_match(%r{\AHTTP/1.1 400 Bad Request\r\n.*connection: close}m, reply)
+    assert_empty @dispatcher.seen
+    assert_equal 1, @counters.counts[Narwhal::Scoreboard::REJECTED]
+    assert_equal :keep, send_bytes("more junk"), "what the client still sends is drained"
+    @client.close_write
+    assert_equal :close, @conn.on_readable
+  end
+
+  def test_a_request_cut_short_by_its_deadline_gets_408
+    send_bytes("GET / HTTP/1.1\r\nHost:")
+    assert_equal :close, @conn.on_timeout
+    assert_match(%r{\AHTTP/1.1 408 Request Timeout\r\n}, reply)
+  end
+
+  def test_an_idle_connection_past_its_deadline_closes_without_a_word
+    assert_equal :close, @conn.on_timeout
+    assert_equal "", reply
+  end
+
+  def test_the_deadline_is_the_request_timeout_then_the_keepalive_timeout
+    before = Narwhal::Clock.now
+    send_bytes("GET / HTTP/1.1\r\n")
+    assert_in_delta before + LIMITS.client_timeout, @conn.deadline, 1
+    send_bytes("Host: x\r\n\r\n")
+    assert_in_delta before + LIMITS.keepalive_timeout, @conn.deadline, 1
+  end
+
+  def test_the_outcome_decides_the_connection
+    @dispatcher.outcome = Narwhal::Responder::CLOSE
+    assert_equal :close, send_bytes("GET / HTTP/1.1\r\nHost: x\r\n\r\nGET /never HTTP/1.1\r\n\r\n")
+    assert_equal 1, @dispatcher.seen.size, "nothing after a response that closes"
+  end
+
+  def test_a_hijacked_connection_is_released_not_closed
+    @dispatcher.on_dispatch = ->(request) { request.env["rack.hijack"].call }
+    assert_equal :release, send_bytes("GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    @conn.close
+    refute @server.closed?, "the app owns the socket now"
+  end
+
+  def test_the_client_closing_closes_the_connection
+    @client.close
+    assert_equal :close, @conn.on_readable
+    @conn.close
+    assert @server.closed?
+  end
+
+  def test_a_graceful_stop_turns_keepalive_off
+    context = Narwhal::Connection::Context.new(LIMITS, @dispatcher, Logger.new(@log), @counters, false)
+    conn = Narwhal::Connection.new(@server, @request, context)
+    @client.write("GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    conn.on_readable
+    assert_equal Narwhal::Request::HTTP11, @dispatcher.seen.first[:flags]
+  end
+
+  def test_a_body_over_the_limit_is_refused_with_413
+    send_bytes("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 20000\r\n\r\n")
+    assert_match(%r{\AHTTP/1.1 413 }, reply)
+    assert_empty @dispatcher.seen
+  end
+end

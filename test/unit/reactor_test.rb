@@ -1,0 +1,186 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require "socket"
+require "logger"
+
+# The reactor with fake handlers: it calls them when their descriptor is
+# readable or their deadline passed, and does what they answer.
+class ReactorTest < Minitest::Test
+  # Answers each callback from a script; records what happened to it.
+  class FakeHandler
+    attr_reader :calls, :io
+    attr_accessor :deadline, :idle, :answers
+
+    def initialize(io, answers: [], deadline: Narwhal::Clock.now + 60, idle: false)
+      @io = io
+      @answers = answers
+      @deadline = deadline
+      @idle = idle
+      @calls = []
+    end
+
+    def on_readable
+      @calls << :readable
+      @io.read_nonblock(1024, exception: false)
+      answer = @answers.shift || :keep
+      raise answer if answer.is_a?(Exception)
+
+      answer
+    end
+
+    def on_timeout
+      @calls << :timeout
+      @deadline = Narwhal::Clock.now + 60
+      @answers.shift || :close
+    end
+
+    def idle?
+      @idle
+    end
+
+    def close
+      @calls << :close
+      @io.close
+    end
+  end
+
+  # A listener as the reactor sees one.
+  class FakeListener
+    attr_reader :io
+
+    def initialize(io)
+      @io = io
+    end
+
+    def accept_nonblock
+      @io.accept_nonblock(exception: false)
+    end
+  end
+
+  def setup
+    @log = StringIO.new
+    @reactor = Narwhal::Reactor.new(Logger.new(@log))
+    @server = TCPServer.new("127.0.0.1", 0)
+    @listener = FakeListener.new(@server)
+    @handlers = []
+    @clients = []
+  end
+
+  def teardown
+    @clients.each { |c| c.close unless c.closed? }
+    @server.close unless @server.closed?
+  end
+
+  # Handlers for accepted sockets answer with the scripts given in order.
+  def accept_with(*scripts, **options)
+    @reactor.add_listener(@listener) do |sock|
+      FakeHandler.new(sock, answers: scripts.shift || [], **options).tap { |h| @handlers << h }
+    end
+  end
+
+  def connect(bytes = nil)
+    client = TCPSocket.new("127.0.0.1", @server.addr[1])
+    client.write(bytes) if bytes
+    @clients << client
+    client
+  end
+
+  # Runs the loop in a thread for the block, then stops it.
+  def running
+    thread = Thread.new { @reactor.run }
+    yield
+  ensure
+    @reactor.close_all
+    thread&.join(5)
+  end
+
+  def wait_for(message, timeout: 10)
+    deadline = Narwhal::Clock.now + timeout
+    sleep 0.01 until yield || Narwhal::Clock.now > deadline
+    assert yield, message
+  end
+
+  def run_until(message, &condition)
+    running { wait_for(message, &condition) }
+  end
+
+  def test_an_accepted_socket_is_read_at_once_and_close_is_done_by_the_reactor
+    accept_with(%i[close])
+    connect("hello")
+    run_until("the handler was read and closed") { @handlers.first&.calls == %i[readable close] }
+  end
+
+  def test_keep_leaves_the_handler_registered_for_the_next_bytes
+    accept_with(%i[keep close])
+    client = connect("one")
+    running do
+      wait_for("read once") { @handlers.first&.calls == [:readable] }
+      client.write("two")
+      wait_for("read again, then closed") { @handlers.first.calls == %i[readable readable close] }
+    end
+  end
+
+  def test_release_forgets_the_socket_without_closing_it
+    accept_with(%i[release])
+    connect("x")
+    run_until("released") { @handlers.first&.calls == [:readable] && @reactor.instance_variable_get(:@handlers).empty? }
+    refute @handlers.first.io.closed?, "a released socket belongs to someone else"
+  end
+
+  def test_a_passed_deadline_calls_on_timeout_and_its_answer_is_done
+    accept_with([], deadline: Narwhal::Clock.now - 1)
+    connect
+    run_until("timed out and closed") { @handlers.first&.calls&.include?(:close) }
+    assert_equal %i[timeout close], @handlers.first.calls - [:readable]
+  end
+
+  def test_a_failing_handler_is_logged_and_dropped_and_the_loop_goes_on
+    accept_with([RuntimeError.new("bug")], %i[close])
+    connect("a")
+    connect("b")
+    run_until("both handled") { @handlers.size == 2 && @handlers.all? { |h| h.calls.include?(:close) } }
+    assert_match(/internal error: RuntimeError: bug\n/, @log.string)
+  end
+
+  def test_a_paused_reactor_accepts_nothing_until_resumed
+    accept_with(%i[close])
+    @reactor.pause_accepting
+    connect("x")
+    running do
+      # a connection waits in the backlog: for half a second the loop must
+      # not take it (this waits on purpose, to see nothing happen)
+      deadline = Narwhal::Clock.now + 0.5
+      sleep 0.01 while Narwhal::Clock.now < deadline && @handlers.empty?
+      assert_empty @handlers, "accepted while paused"
+      @reactor.resume_accepting
+      wait_for("accepted once resumed") { @handlers.any? }
+    end
+  end
+
+  def test_stop_accepting_closes_idle_handlers_and_run_returns_when_none_is_left
+    accept_with([], idle: true)
+    connect("x")
+    thread = Thread.new { @reactor.run }
+    deadline = Narwhal::Clock.now + 10
+    sleep 0.01 until @handlers.any? || Narwhal::Clock.now > deadline
+    @reactor.stop_accepting
+    assert thread.join(5), "the loop ends once no handler is left"
+    assert_includes @handlers.first.calls, :close
+  end
+
+  def test_a_watched_pipe_runs_its_block
+    r, w = IO.pipe
+    woken = 0
+    @reactor.watch(r) do
+      r.read_nonblock(10)
+      woken += 1
+    end
+    accept_with
+    w.write("!")
+    run_until("the block ran") { woken == 1 }
+  ensure
+    r&.close
+    w&.close
+  end
+end
