@@ -193,8 +193,7 @@ task :asan do
     require "narwhal_http/narwhal_http"
     loaded = $LOADED_FEATURES.grep(%r{narwhal_http/narwhal_http\\.so\\z})
     abort "asan: wrong extension loaded: \#{loaded.inspect}" unless loaded == [#{so.inspect}]
-    require File.expand_path("test/unit/http_parser_test.rb")
-    require File.expand_path("test/unit/scoreboard_test.rb")
+    %w[http_parser scoreboard poller sendfile].each { |name| require File.expand_path("test/unit/\#{name}_test.rb") }
     Minitest.after_run do
       loaded = $LOADED_FEATURES.grep(%r{narwhal_http/narwhal_http\\.so\\z})
       abort "asan: a second copy of the extension was loaded: \#{loaded.inspect}" unless loaded.size == 1

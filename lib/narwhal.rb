@@ -3,6 +3,7 @@
 require "narwhal/version"
 require "narwhal/native_extension"
 Narwhal::NativeExtension.new.require_extension
+require "narwhal/scoreboard" # reopens the extension's class: not autoloadable
 require "fcntl"
 
 # A pre-forking Rack HTTP server: Unicorn's process model with keep-alive,

@@ -23,4 +23,14 @@ void nw_init_sendfile(void);
 void nw_init_scoreboard(void);
 void nw_init_poller(void);
 
+/* The scoreboard (scoreboard.c) and its slot objects (scoreboard_slots.c);
+ * the layout is in scoreboard.h. The lookups raise IndexError. */
+struct nw_sb_worker;
+struct nw_sb_thread;
+struct nw_sb_worker *nw_scoreboard_worker(VALUE board, VALUE nr);
+struct nw_sb_thread *nw_scoreboard_thread(VALUE board, VALUE nr, VALUE i);
+VALUE nw_thread_slot_new(VALUE board, struct nw_sb_thread *slot);
+VALUE nw_worker_slot_new(VALUE board, VALUE nr);
+void nw_init_scoreboard_slots(VALUE cScoreboard);
+
 #endif

@@ -1,31 +1,36 @@
 /*
- * The scoreboard: a small anonymous shared mapping created by the master
- * before it forks. Each worker owns one slot and records when its current
- * request started (0 while idle) and how many it has served; the master
- * reads the slots to find workers stuck past `timeout`. No signals, no
- * pipes, no system calls on the request path.
+ * Narwhal::Scoreboard: the handle on the shared mapping laid out in
+ * scoreboard.h. The master maps it before forking and reads it (a worker
+ * stuck past `timeout`, requests served, counters); workers write to it
+ * through the ThreadSlot and WorkerSlot objects of scoreboard_slots.c.
+ * A request costs two plain memory writes: no signals, no pipes, no system
+ * calls on the request path. lib/narwhal/scoreboard.rb adds the Ruby side.
  */
 #include "narwhal_http.h"
+#include "scoreboard.h"
+#include <string.h>
 #include <sys/mman.h>
-#include <time.h>
-
-/* Upper bound on slots, so the mapping never has to grow after forking. */
-#define NW_SCOREBOARD_MAX_SLOTS 4096
-
-struct nw_slot {
-  int64_t started_ms; /* CLOCK_MONOTONIC ms when the request started; 0 = idle */
-  int64_t requests;   /* requests served since the worker started */
-};
 
 struct nw_scoreboard {
-  struct nw_slot *slots;
-  long count;
+  char *base;                 /* the mapping; NULL until initialized */
+  struct nw_sb_header layout; /* a private copy: what a worker writes can
+                                 never move the master's reads */
+};
+
+/* Each counter as Ruby sees it: a constant (its index) and a name. */
+static const struct {
+  const char *constant;
+  const char *name;
+} counters[NW_SB_COUNTERS] = {
+  [NW_SB_CONNECTIONS_ACCEPTED] = { "CONNECTIONS_ACCEPTED", "connections_accepted" },
+  [NW_SB_REQUESTS_REJECTED] = { "REQUESTS_REJECTED", "requests_rejected" },
+  [NW_SB_APP_ERRORS] = { "APP_ERRORS", "app_errors" },
 };
 
 static void board_free(void *ptr)
 {
   struct nw_scoreboard *b = ptr;
-  if (b->slots) munmap(b->slots, sizeof(struct nw_slot) * (size_t)b->count);
+  if (b->base) munmap(b->base, (size_t)b->layout.total_bytes);
   xfree(b);
 }
 
@@ -44,103 +49,219 @@ static VALUE board_alloc(VALUE klass)
 {
   struct nw_scoreboard *b;
   VALUE obj = TypedData_Make_Struct(klass, struct nw_scoreboard, &board_type, b);
-  b->slots = NULL;
-  b->count = 0;
+  b->base = NULL;
+  memset(&b->layout, 0, sizeof(b->layout));
   return obj;
 }
 
-static int64_t monotonic_ms(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Scoreboard.new(slots) */
-static VALUE board_init(VALUE self, VALUE vcount)
+static struct nw_scoreboard *get_board(VALUE self)
 {
   struct nw_scoreboard *b;
-  long count = NUM2LONG(vcount);
+  TypedData_Get_Struct(self, struct nw_scoreboard, &board_type, b);
+  return b;
+}
+
+/* #map_shared(workers, threads), private: Scoreboard.new's work */
+static VALUE board_map_shared(VALUE self, VALUE vworkers, VALUE vthreads)
+{
+  struct nw_scoreboard *b = get_board(self);
+  long workers = NUM2LONG(vworkers), threads = NUM2LONG(vthreads);
   void *mem;
 
-  TypedData_Get_Struct(self, struct nw_scoreboard, &board_type, b);
-  if (count < 1 || count > NW_SCOREBOARD_MAX_SLOTS)
-    rb_raise(rb_eArgError, "scoreboard slots must be 1..%d", NW_SCOREBOARD_MAX_SLOTS);
-  mem = mmap(NULL, sizeof(struct nw_slot) * (size_t)count, PROT_READ | PROT_WRITE,
+  if (b->base) rb_raise(rb_eRuntimeError, "scoreboard already mapped");
+  if (workers < 1 || workers > NW_SB_MAX_WORKERS)
+    rb_raise(rb_eArgError, "scoreboard slots must be 1..%d", NW_SB_MAX_WORKERS);
+  if (threads < 1 || threads > NW_SB_MAX_THREADS)
+    rb_raise(rb_eArgError, "scoreboard threads must be 1..%d", NW_SB_MAX_THREADS);
+  nw_sb_layout(&b->layout, (uint32_t)workers, (uint32_t)threads);
+  mem = mmap(NULL, (size_t)b->layout.total_bytes, PROT_READ | PROT_WRITE,
              MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (mem == MAP_FAILED) rb_sys_fail("mmap");
-  b->slots = mem;
-  b->count = count;
+  if (mem == MAP_FAILED) {
+    memset(&b->layout, 0, sizeof(b->layout));
+    rb_sys_fail("mmap");
+  }
+  /* written once, before any worker exists; the mapping starts zeroed */
+  memcpy(mem, &b->layout, sizeof(b->layout));
+  b->base = mem;
   return self;
 }
 
-static struct nw_slot *slot_of(VALUE self, VALUE vslot)
+static struct nw_sb_worker *worker_of(struct nw_scoreboard *b, VALUE vnr)
 {
-  struct nw_scoreboard *b;
-  long i = NUM2LONG(vslot);
-  TypedData_Get_Struct(self, struct nw_scoreboard, &board_type, b);
-  if (i < 0 || i >= b->count) rb_raise(rb_eIndexError, "no scoreboard slot %ld", i);
-  return &b->slots[i];
+  long nr = NUM2LONG(vnr);
+  if (nr < 0 || nr >= (long)b->layout.workers) rb_raise(rb_eIndexError, "no scoreboard slot %ld", nr);
+  return nw_sb_worker_at(b->base, &b->layout, (uint32_t)nr);
 }
 
-/* #request_started(slot): the worker began a request now */
-static VALUE board_started(VALUE self, VALUE vslot)
+static struct nw_sb_thread *thread_of(struct nw_scoreboard *b, VALUE vnr, VALUE vi)
 {
-  struct nw_slot *s = slot_of(self, vslot);
-  __atomic_store_n(&s->started_ms, monotonic_ms(), __ATOMIC_RELEASE);
-  return Qnil;
+  struct nw_sb_worker *w = worker_of(b, vnr);
+  long i = NUM2LONG(vi);
+  if (i < 0 || i >= (long)b->layout.threads)
+    rb_raise(rb_eIndexError, "no thread %ld in scoreboard slot %ld (threads per slot: %u)", i,
+             NUM2LONG(vnr), b->layout.threads);
+  return nw_sb_thread_at(w, &b->layout, (uint32_t)i);
 }
 
-/* #request_finished(slot): the worker is idle again */
-static VALUE board_finished(VALUE self, VALUE vslot)
+struct nw_sb_worker *nw_scoreboard_worker(VALUE board, VALUE nr)
 {
-  struct nw_slot *s = slot_of(self, vslot);
-  __atomic_store_n(&s->started_ms, 0, __ATOMIC_RELEASE);
-  __atomic_add_fetch(&s->requests, 1, __ATOMIC_RELAXED);
-  return Qnil;
+  return worker_of(get_board(board), nr);
 }
 
-/* #busy_for(slot) -> Float seconds on the current request, or nil when idle */
-static VALUE board_busy_for(VALUE self, VALUE vslot)
+struct nw_sb_thread *nw_scoreboard_thread(VALUE board, VALUE nr, VALUE i)
 {
-  struct nw_slot *s = slot_of(self, vslot);
-  int64_t started = __atomic_load_n(&s->started_ms, __ATOMIC_ACQUIRE);
-  if (started == 0) return Qnil;
-  return DBL2NUM((double)(monotonic_ms() - started) / 1000.0);
-}
-
-/* #requests(slot) -> Integer */
-static VALUE board_requests(VALUE self, VALUE vslot)
-{
-  return LL2NUM(__atomic_load_n(&slot_of(self, vslot)->requests, __ATOMIC_RELAXED));
-}
-
-/* #reset(slot): a new worker takes the slot */
-static VALUE board_reset(VALUE self, VALUE vslot)
-{
-  struct nw_slot *s = slot_of(self, vslot);
-  __atomic_store_n(&s->started_ms, 0, __ATOMIC_RELEASE);
-  __atomic_store_n(&s->requests, 0, __ATOMIC_RELEASE);
-  return Qnil;
+  return thread_of(get_board(board), nr, i);
 }
 
 static VALUE board_size(VALUE self)
 {
-  struct nw_scoreboard *b;
-  TypedData_Get_Struct(self, struct nw_scoreboard, &board_type, b);
-  return LONG2NUM(b->count);
+  return UINT2NUM(get_board(self)->layout.workers);
+}
+
+static VALUE board_threads(VALUE self)
+{
+  return UINT2NUM(get_board(self)->layout.threads);
+}
+
+/* #header -> Hash: the header as it is in the shared mapping */
+static VALUE board_header(VALUE self)
+{
+  struct nw_scoreboard *b = get_board(self);
+  const struct nw_sb_header *h = (const struct nw_sb_header *)b->base;
+  VALUE hash;
+
+  if (!h) rb_raise(rb_eRuntimeError, "scoreboard not mapped");
+  hash = rb_hash_new();
+#define NW_SB_FIELD(name, conv) rb_hash_aset(hash, ID2SYM(rb_intern(#name)), conv(h->name))
+  NW_SB_FIELD(magic, UINT2NUM);
+  NW_SB_FIELD(version, UINT2NUM);
+  NW_SB_FIELD(workers, UINT2NUM);
+  NW_SB_FIELD(threads, UINT2NUM);
+  NW_SB_FIELD(counters, UINT2NUM);
+  NW_SB_FIELD(header_bytes, UINT2NUM);
+  NW_SB_FIELD(worker_bytes, UINT2NUM);
+  NW_SB_FIELD(threads_offset, UINT2NUM);
+  NW_SB_FIELD(thread_bytes, UINT2NUM);
+  NW_SB_FIELD(total_bytes, ULL2NUM);
+#undef NW_SB_FIELD
+  return hash;
+}
+
+/* #busy_for(nr) -> Float seconds on the longest current request among the
+ * worker's threads, or nil when all are idle */
+static VALUE board_busy_for(VALUE self, VALUE vnr)
+{
+  struct nw_scoreboard *b = get_board(self);
+  struct nw_sb_worker *w = worker_of(b, vnr);
+  int64_t oldest = 0;
+  uint32_t i;
+
+  for (i = 0; i < b->layout.threads; i++) {
+    int64_t started = nw_sb_started_ms(nw_sb_thread_at(w, &b->layout, i));
+    if (started && (!oldest || started < oldest)) oldest = started;
+  }
+  if (!oldest) return Qnil;
+  return DBL2NUM((double)(nw_sb_now_ms() - oldest) / 1000.0);
+}
+
+/* #requests(nr) -> Integer: requests finished by all the worker's threads */
+static VALUE board_requests(VALUE self, VALUE vnr)
+{
+  struct nw_scoreboard *b = get_board(self);
+  struct nw_sb_worker *w = worker_of(b, vnr);
+  int64_t sum = 0;
+  uint32_t i;
+
+  for (i = 0; i < b->layout.threads; i++) sum += nw_sb_requests(nw_sb_thread_at(w, &b->layout, i));
+  return LL2NUM(sum);
+}
+
+/* #reset(nr, pid = 0): a new process takes the slot (or none does). Only
+ * while no process writes to it: counters and thread sub-slots start at 0. */
+static VALUE board_reset(int argc, VALUE *argv, VALUE self)
+{
+  struct nw_scoreboard *b = get_board(self);
+  VALUE vnr, vpid;
+  struct nw_sb_worker *w;
+  int64_t pid;
+  uint32_t i;
+
+  rb_scan_args(argc, argv, "11", &vnr, &vpid);
+  w = worker_of(b, vnr);
+  pid = NIL_P(vpid) ? 0 : NUM2LL(vpid);
+  for (i = 0; i < b->layout.threads; i++) {
+    struct nw_sb_thread *t = nw_sb_thread_at(w, &b->layout, i);
+    __atomic_store_n(&t->started_ms, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&t->requests, 0, __ATOMIC_RELEASE);
+  }
+  for (i = 0; i < NW_SB_COUNTERS; i++) __atomic_store_n(&w->counters[i], 0, __ATOMIC_RELEASE);
+  __atomic_store_n(&w->pid, pid, __ATOMIC_RELEASE);
+  return Qnil;
+}
+
+/* #request_started(nr) and #request_finished(nr): thread 0 of worker nr,
+ * for callers that hold a worker number rather than a ThreadSlot */
+static VALUE board_started(VALUE self, VALUE vnr)
+{
+  struct nw_scoreboard *b = get_board(self);
+  nw_sb_request_started(nw_sb_thread_at(worker_of(b, vnr), &b->layout, 0));
+  return Qnil;
+}
+
+static VALUE board_finished(VALUE self, VALUE vnr)
+{
+  struct nw_scoreboard *b = get_board(self);
+  nw_sb_request_finished(nw_sb_thread_at(worker_of(b, vnr), &b->layout, 0));
+  return Qnil;
+}
+
+/* #thread_slot(nr, i = 0) -> ThreadSlot */
+static VALUE board_thread_slot(int argc, VALUE *argv, VALUE self)
+{
+  VALUE vnr, vi;
+  rb_scan_args(argc, argv, "11", &vnr, &vi);
+  return nw_thread_slot_new(self, thread_of(get_board(self), vnr, NIL_P(vi) ? INT2FIX(0) : vi));
+}
+
+/* #worker_slot(nr) -> WorkerSlot */
+static VALUE board_worker_slot(VALUE self, VALUE vnr)
+{
+  worker_of(get_board(self), vnr); /* IndexError now, not later */
+  return nw_worker_slot_new(self, vnr);
+}
+
+/* Scoreboard::CONNECTIONS_ACCEPTED... and COUNTERS, their names in index order */
+static void define_counters(VALUE c)
+{
+  VALUE names = rb_ary_new_capa(NW_SB_COUNTERS);
+  int i;
+
+  for (i = 0; i < NW_SB_COUNTERS; i++) {
+    rb_define_const(c, counters[i].constant, INT2FIX(i));
+    rb_ary_push(names, ID2SYM(rb_intern(counters[i].name)));
+  }
+  rb_define_const(c, "COUNTERS", rb_ary_freeze(names));
 }
 
 void nw_init_scoreboard(void)
 {
   VALUE c = rb_define_class_under(nw_mNarwhal, "Scoreboard", rb_cObject);
-  rb_define_const(c, "MAX_SLOTS", INT2NUM(NW_SCOREBOARD_MAX_SLOTS));
+  rb_define_const(c, "MAX_SLOTS", INT2NUM(NW_SB_MAX_WORKERS));
+  rb_define_const(c, "MAX_THREADS", INT2NUM(NW_SB_MAX_THREADS));
+  rb_define_const(c, "MAGIC", UINT2NUM(NW_SB_MAGIC));
+  rb_define_const(c, "LAYOUT_VERSION", UINT2NUM(NW_SB_VERSION));
+  define_counters(c);
   rb_define_alloc_func(c, board_alloc);
-  rb_define_method(c, "initialize", board_init, 1);
-  rb_define_method(c, "request_started", board_started, 1);
-  rb_define_method(c, "request_finished", board_finished, 1);
+  rb_define_private_method(c, "map_shared", board_map_shared, 2);
+  rb_define_method(c, "size", board_size, 0);
+  rb_define_method(c, "threads", board_threads, 0);
+  rb_define_method(c, "header", board_header, 0);
   rb_define_method(c, "busy_for", board_busy_for, 1);
   rb_define_method(c, "requests", board_requests, 1);
-  rb_define_method(c, "reset", board_reset, 1);
-  rb_define_method(c, "size", board_size, 0);
+  rb_define_method(c, "reset", board_reset, -1);
+  rb_define_method(c, "request_started", board_started, 1);
+  rb_define_method(c, "request_finished", board_finished, 1);
+  rb_define_method(c, "thread_slot", board_thread_slot, -1);
+  rb_define_method(c, "worker_slot", board_worker_slot, 1);
+  nw_init_scoreboard_slots(c);
 }

@@ -2,10 +2,13 @@
 
 require "test_helper"
 
-# The shared-memory scoreboard and the epoll set, through their Ruby API.
+# The shared-memory scoreboard through its Ruby API: what worker processes
+# write is what the master reads.
 class ScoreboardTest < Minitest::Test
+  Scoreboard = Narwhal::Scoreboard
+
   def test_slots_are_shared_with_forked_children
-    board = Narwhal::Scoreboard.new(4)
+    board = Scoreboard.new(4)
     assert_nil board.busy_for(2)
     pid = fork do
       board.request_started(2)
@@ -19,46 +22,192 @@ class ScoreboardTest < Minitest::Test
     board.reset(2)
     assert_equal 0, board.requests(2)
     assert_equal 4, board.size
+    assert_equal 1, board.threads
   end
 
   def test_slot_bounds
-    board = Narwhal::Scoreboard.new(2)
+    board = Scoreboard.new(2)
     assert_raises(IndexError) { board.request_started(2) }
     assert_raises(IndexError) { board.busy_for(-1) }
-    assert_raises(ArgumentError) { Narwhal::Scoreboard.new(0) }
-    assert_raises(ArgumentError) { Narwhal::Scoreboard.new(Narwhal::Scoreboard::MAX_SLOTS + 1) }
+    assert_raises(ArgumentError) { Scoreboard.new(0) }
+    assert_raises(ArgumentError) { Scoreboard.new(Scoreboard::MAX_SLOTS + 1) }
   end
 
-  def test_poller_reports_ready_descriptors_and_times_out
-    poller = Narwhal::Poller.new
-    r, w = IO.pipe
-    ready = []
-    poller.add(r.fileno, false)
-    assert_equal 0, poller.wait(0.01, ready)
-    w.write("x")
-    assert_equal 1, poller.wait(1, ready)
-    assert_equal r.fileno, ready[0]
-    poller.delete(r.fileno)
-    assert_equal 0, poller.wait(0.01, ready)
-    poller.delete(r.fileno) # already gone: no error
-    poller.close
-    assert_raises(IOError) { poller.wait(0, ready) }
-  ensure
-    r&.close
-    w&.close
+  def test_slot_objects_are_checked_when_made
+    board = Scoreboard.new(2, threads: 3)
+    assert_raises(IndexError) { board.thread_slot(2) }
+    assert_raises(IndexError) { board.thread_slot(-1, 0) }
+    assert_raises(IndexError) { board.thread_slot(1, 3) }
+    assert_raises(IndexError) { board.thread_slot(1, -1) }
+    assert_raises(IndexError) { board.worker_slot(2) }
+    assert_raises(IndexError) { board.worker_slot(1).thread(3) }
+    assert_raises(IndexError) { board.worker_slot(1).count(Scoreboard::COUNTERS.size) }
+    assert_raises(IndexError) { board.worker_slot(1).count(-1) }
+    assert_raises(IndexError) { board.reset(2) }
+    assert_raises(ArgumentError) { Scoreboard.new(1, threads: 0) }
+    assert_raises(ArgumentError) { Scoreboard.new(1, threads: Scoreboard::MAX_THREADS + 1) }
+    assert_equal Scoreboard::MAX_THREADS, Scoreboard.new(1, threads: Scoreboard::MAX_THREADS).threads
   end
 
-  def test_sendfile_nonblock_sends_a_file_range
-    Tempfile.create("nw") do |f|
-      f.write("0123456789")
-      f.flush
-      a, b = UNIXSocket.pair
-      assert_equal 4, Narwhal.sendfile_nonblock(a.fileno, f.fileno, 3, 4)
-      assert_equal "3456", b.read_nonblock(10)
-      assert_equal 0, Narwhal.sendfile_nonblock(a.fileno, f.fileno, 10, 4), "0 at end of file"
-    ensure
-      a&.close
-      b&.close
+  # They point into the mapping unchecked, so only the scoreboard makes them.
+  def test_slot_objects_cannot_be_made_or_copied_from_ruby
+    slot = Scoreboard.new(1).thread_slot(0)
+    assert_raises(TypeError) { Scoreboard::ThreadSlot.new }
+    assert_raises(TypeError) { Scoreboard::WorkerSlot.allocate }
+    assert_raises(TypeError) { slot.dup }
+  end
+
+  def test_a_forked_worker_writes_through_slot_objects_and_the_master_reads
+    board = Scoreboard.new(3, threads: 2)
+    pid = fork do
+      board.reset(1, Process.pid) # a worker claims its slot before serving
+      worker = board.worker_slot(1)
+      2.times { worker.count(Scoreboard::CONNECTIONS_ACCEPTED) }
+      worker.count(Scoreboard::REQUESTS_REJECTED)
+      worker.count(Scoreboard::APP_ERRORS)
+      board.thread_slot(1, 0).tap(&:request_started).request_finished
+      worker.thread(1).tap(&:request_started).tap(&:request_finished).request_started # still on its 2nd
+      exit!(0)
     end
+    _, status = Process.wait2(pid)
+    assert status.success?, "child: #{status.inspect}"
+
+    assert_equal 2, board.requests(1), "the sum over the worker's threads"
+    assert_kind_of Float, board.busy_for(1)
+    snapshot = board.snapshot(1)
+    assert_equal 1, snapshot.nr
+    assert_equal pid, snapshot.pid
+    assert_equal 2, snapshot.requests
+    assert_equal 1, snapshot.busy_threads
+    assert_operator snapshot.longest_busy, :>=, 0.0
+    assert_equal({ connections_accepted: 2, requests_rejected: 1, app_errors: 1 }, snapshot.counters)
+    assert_equal 1, board.thread_slot(1, 1).requests
+    assert_equal 1, board.worker_slot(1).counter(Scoreboard::APP_ERRORS)
+    [0, 2].each do |nr|
+      assert_equal idle_snapshot(nr), board.snapshot(nr), "worker #{nr}'s slot is untouched"
+    end
+  end
+
+  def test_busy_for_is_the_longest_request_among_the_workers_threads
+    board = Scoreboard.new(2, threads: 4)
+    first, later, also_later = [1, 0, 3].map { |i| board.thread_slot(1, i) }
+    first.request_started
+    wait_until(message: "a request 0.2 s old") { first.busy_for.to_f >= 0.2 }
+    later.request_started
+    also_later.request_started
+
+    oldest_before = first.busy_for
+    longest = board.busy_for(1)
+    assert_operator longest, :>=, oldest_before, "thread 1 started first; threads 0 and 3 later"
+    assert_equal 3, board.snapshot(1).busy_threads
+    assert_operator board.snapshot(1).longest_busy, :>=, longest
+    assert_nil board.busy_for(0), "another worker's slot"
+
+    first.request_finished
+    assert_operator board.busy_for(1), :<, longest, "the oldest is done: the next oldest counts"
+    later.request_finished
+    also_later.request_finished
+    assert_nil board.busy_for(1)
+    assert_equal 3, board.requests(1)
+  end
+
+  def test_reset_clears_the_pid_the_counters_and_every_thread
+    board = Scoreboard.new(2, threads: 2)
+    [0, 1].each do |nr|
+      board.reset(nr, 4000 + nr)
+      worker = board.worker_slot(nr)
+      Scoreboard::COUNTERS.each_index { |c| worker.count(c) }
+      [0, 1].each { |i| worker.thread(i).tap(&:request_started).tap(&:request_finished).request_started }
+    end
+
+    board.reset(1)
+    assert_equal idle_snapshot(1), board.snapshot(1)
+    assert_nil board.busy_for(1)
+    assert_equal 0, board.requests(1)
+    other = board.snapshot(0)
+    assert_equal [4000, 2, 2], [other.pid, other.requests, other.busy_threads], "worker 0 is untouched"
+    assert_equal Scoreboard::COUNTERS.to_h { |name| [name, 1] }, other.counters
+
+    board.reset(1, 4242)
+    assert_equal idle_snapshot(1).tap { |s| s.pid = 4242 }, board.snapshot(1)
+  end
+
+  def test_the_header_describes_the_layout
+    board = Scoreboard.new(3, threads: 2)
+    header = board.header
+    assert_equal Scoreboard::MAGIC, header[:magic]
+    assert_equal Scoreboard::LAYOUT_VERSION, header[:version]
+    assert_equal [3, 2, Scoreboard::COUNTERS.size], header.values_at(:workers, :threads, :counters)
+    assert_equal header[:header_bytes] + (3 * header[:worker_bytes]), header[:total_bytes]
+    assert_operator header[:threads_offset] + (2 * header[:thread_bytes]), :<=, header[:worker_bytes]
+    # room for pid and the counters before the threads, and for a thread's two fields
+    assert_operator header[:threads_offset], :>=, 8 * (1 + Scoreboard::COUNTERS.size)
+    assert_operator header[:thread_bytes], :>=, 16
+    assert_equal 0x4E575342, Scoreboard::MAGIC
+    assert_equal [:connections_accepted, :requests_rejected, :app_errors], Scoreboard::COUNTERS
+    assert_equal [0, 1, 2], [Scoreboard::CONNECTIONS_ACCEPTED, Scoreboard::REQUESTS_REJECTED, Scoreboard::APP_ERRORS]
+    assert_equal 1, Scoreboard.new(1).header[:threads], "one thread per worker unless asked"
+  end
+
+  # A slot object holds the scoreboard, so the mapping outlives every other
+  # reference to it. Run in a child: a slot into unmapped memory is a crash.
+  def test_slot_objects_keep_the_mapping_alive
+    pid = fork do
+      thread, worker = orphan_slots
+      GC.start(full_mark: true, immediate_sweep: true)
+      GC.compact if GC.respond_to?(:compact)
+      GC.start(full_mark: true, immediate_sweep: true)
+      thread.request_started
+      worker.count(Scoreboard::APP_ERRORS)
+      busy = thread.busy_for
+      thread.request_finished
+      worker.thread(0).request_started
+      exit!(busy.is_a?(Float) && thread.requests == 1 && worker.counter(Scoreboard::APP_ERRORS) == 1 ? 0 : 1)
+    end
+    _, status = Process.wait2(pid)
+    assert status.success?, "slots used after GC: #{status.inspect}"
+  end
+
+  def test_the_calls_made_per_request_allocate_nothing
+    board = Scoreboard.new(2, threads: 2)
+    thread = board.thread_slot(1, 1)
+    worker = board.worker_slot(1)
+    counter = Scoreboard::CONNECTIONS_ACCEPTED
+    calls = 1000
+    # the first pass fills every call site's method cache (Ruby allocates
+    # those lazily); the second one is measured
+    allocated = [10, calls].map { |n| allocations { per_request(thread, worker, counter, n) } }.last
+    assert_equal 0, allocated, "objects allocated by #{calls} request_started/request_finished/count"
+    assert_equal calls + 10, board.requests(1)
+    assert_equal calls + 10, worker.counter(counter)
+  end
+
+  private
+
+  def allocations
+    before = GC.stat(:total_allocated_objects)
+    yield
+    GC.stat(:total_allocated_objects) - before
+  end
+
+  # `while`, not `times`: the loop itself must not allocate
+  def per_request(thread, worker, counter, calls)
+    i = 0
+    while i < calls
+      worker.count(counter)
+      thread.request_started
+      thread.request_finished
+      i += 1
+    end
+  end
+
+  def orphan_slots
+    board = Scoreboard.new(4, threads: 2)
+    [board.thread_slot(3, 1), board.worker_slot(3)]
+  end
+
+  def idle_snapshot(nr)
+    Scoreboard::Snapshot.new(nr: nr, pid: 0, requests: 0, busy_threads: 0, longest_busy: nil,
+                             counters: Scoreboard::COUNTERS.to_h { |name| [name, 0] })
   end
 end

@@ -1,0 +1,148 @@
+/*
+ * The scoreboard's memory layout: one anonymous shared mapping made by the
+ * master before it forks, read by the master and written by the workers.
+ *
+ *   header                     what follows, so a reader can check it
+ *   worker slot 0 .. workers-1 (worker_bytes apart, from header_bytes)
+ *     pid, counters[counters]
+ *     thread sub-slot 0 .. threads-1 (thread_bytes apart, from threads_offset)
+ *       started_ms, requests
+ *
+ * Every part starts on its own cache line, so a thread's writes never
+ * share a line with another thread's or another worker's.
+ *
+ * Who writes what: the master writes the header once and clears a worker
+ * slot (reset) while no process uses it; a thread writes only its own
+ * sub-slot, with atomic stores; counters are shared by a worker's threads
+ * and only ever incremented, with atomic adds. Readers use atomic loads.
+ *
+ * This file knows nothing about Ruby: the layout can be read by any C code.
+ * Change the layout, change NW_SB_VERSION.
+ */
+#ifndef NARWHAL_SCOREBOARD_H
+#define NARWHAL_SCOREBOARD_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#define NW_SB_MAGIC 0x4E575342u /* "NWSB" */
+#define NW_SB_VERSION 1u
+
+/* Upper bounds, so the mapping never has to grow after forking. */
+#define NW_SB_MAX_WORKERS 4096
+#define NW_SB_MAX_THREADS 256
+
+/* Each part of the layout starts on a boundary of this many bytes. */
+#define NW_SB_CACHE_LINE 64
+
+/* What a worker counts; each is a monotonic count since the slot's reset. */
+enum nw_sb_counter {
+  NW_SB_CONNECTIONS_ACCEPTED = 0, /* connections the worker accepted */
+  NW_SB_REQUESTS_REJECTED,        /* answered by the server itself (4xx, 408, 413...), not the app */
+  NW_SB_APP_ERRORS,               /* 500s after the app raised */
+  NW_SB_COUNTERS                  /* how many counters there are */
+};
+
+struct nw_sb_header {
+  uint32_t magic;          /* NW_SB_MAGIC */
+  uint32_t version;        /* NW_SB_VERSION */
+  uint32_t workers;        /* worker slots */
+  uint32_t threads;        /* thread sub-slots per worker slot */
+  uint32_t counters;       /* counters per worker slot */
+  uint32_t header_bytes;   /* offset of worker slot 0 */
+  uint32_t worker_bytes;   /* distance between worker slots */
+  uint32_t threads_offset; /* offset of thread sub-slot 0 in a worker slot */
+  uint32_t thread_bytes;   /* distance between thread sub-slots */
+  uint32_t reserved;       /* 0; keeps total_bytes 8-byte aligned */
+  uint64_t total_bytes;    /* length of the whole mapping */
+};
+
+struct nw_sb_worker {
+  int64_t pid;                       /* the process in the slot; 0 = none recorded */
+  int64_t counters[NW_SB_COUNTERS];  /* indexed by enum nw_sb_counter */
+};
+
+struct nw_sb_thread {
+  int64_t started_ms; /* CLOCK_MONOTONIC ms when the current request started; 0 = idle */
+  int64_t requests;   /* requests this thread finished */
+};
+
+/* The clock of started_ms: CLOCK_MONOTONIC in ms, never 0 (which is idle). */
+static inline int64_t nw_sb_now_ms(void)
+{
+  struct timespec ts;
+  int64_t ms;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+  return ms ? ms : 1;
+}
+
+static inline size_t nw_sb_round_up(size_t bytes)
+{
+  return (bytes + NW_SB_CACHE_LINE - 1) / NW_SB_CACHE_LINE * NW_SB_CACHE_LINE;
+}
+
+/* Fills in the header for this many workers and threads (in range). */
+static inline void nw_sb_layout(struct nw_sb_header *h, uint32_t workers, uint32_t threads)
+{
+  h->magic = NW_SB_MAGIC;
+  h->version = NW_SB_VERSION;
+  h->workers = workers;
+  h->threads = threads;
+  h->counters = NW_SB_COUNTERS;
+  h->header_bytes = (uint32_t)nw_sb_round_up(sizeof(struct nw_sb_header));
+  h->threads_offset = (uint32_t)nw_sb_round_up(sizeof(struct nw_sb_worker));
+  h->thread_bytes = (uint32_t)nw_sb_round_up(sizeof(struct nw_sb_thread));
+  h->worker_bytes = h->threads_offset + threads * h->thread_bytes;
+  h->reserved = 0;
+  h->total_bytes = (uint64_t)h->header_bytes + (uint64_t)workers * h->worker_bytes;
+}
+
+/* Worker slot nr (< h->workers) of the mapping at base, laid out as h says. */
+static inline struct nw_sb_worker *nw_sb_worker_at(char *base, const struct nw_sb_header *h,
+                                                   uint32_t nr)
+{
+  return (struct nw_sb_worker *)(base + h->header_bytes + (size_t)nr * h->worker_bytes);
+}
+
+/* Thread sub-slot i (< h->threads) of worker slot w. */
+static inline struct nw_sb_thread *nw_sb_thread_at(struct nw_sb_worker *w,
+                                                   const struct nw_sb_header *h, uint32_t i)
+{
+  return (struct nw_sb_thread *)((char *)w + h->threads_offset + (size_t)i * h->thread_bytes);
+}
+
+/* A thread begins a request: the master's `timeout` clock starts. */
+static inline void nw_sb_request_started(struct nw_sb_thread *t)
+{
+  __atomic_store_n(&t->started_ms, nw_sb_now_ms(), __ATOMIC_RELEASE);
+}
+
+/* The thread is idle again, one request more. Only this thread writes
+ * requests, so a load and a store do: no locked add on the request path. */
+static inline void nw_sb_request_finished(struct nw_sb_thread *t)
+{
+  __atomic_store_n(&t->started_ms, 0, __ATOMIC_RELEASE);
+  __atomic_store_n(&t->requests, __atomic_load_n(&t->requests, __ATOMIC_RELAXED) + 1,
+                   __ATOMIC_RELAXED);
+}
+
+/* When the thread's current request started, or 0 while it is idle. */
+static inline int64_t nw_sb_started_ms(const struct nw_sb_thread *t)
+{
+  return __atomic_load_n(&t->started_ms, __ATOMIC_ACQUIRE);
+}
+
+static inline int64_t nw_sb_requests(const struct nw_sb_thread *t)
+{
+  return __atomic_load_n(&t->requests, __ATOMIC_RELAXED);
+}
+
+/* Counters are shared by a worker's threads: an atomic add. */
+static inline void nw_sb_count(struct nw_sb_worker *w, enum nw_sb_counter c)
+{
+  __atomic_add_fetch(&w->counters[c], 1, __ATOMIC_RELAXED);
+}
+
+#endif

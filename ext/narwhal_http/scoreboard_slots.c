@@ -1,0 +1,187 @@
+/*
+ * Narwhal::Scoreboard::ThreadSlot and ::WorkerSlot: what a worker writes
+ * through. Each holds a pointer into the scoreboard's mapping, found (and
+ * bounds-checked) once when the slot object is made, so the per-request
+ * calls take no arguments, check nothing and allocate nothing. Each also
+ * holds the Scoreboard itself, marked for the GC: the mapping lives as long
+ * as any slot object does.
+ */
+#include "narwhal_http.h"
+#include "scoreboard.h"
+
+struct nw_thread_slot {
+  struct nw_sb_thread *slot;
+  VALUE board;
+};
+
+struct nw_worker_slot {
+  struct nw_sb_worker *slot;
+  VALUE board;
+  VALUE nr;
+};
+
+static VALUE cThreadSlot, cWorkerSlot;
+
+static void thread_slot_mark(void *ptr)
+{
+  struct nw_thread_slot *s = ptr;
+  rb_gc_mark_movable(s->board);
+}
+
+static void thread_slot_compact(void *ptr)
+{
+  struct nw_thread_slot *s = ptr;
+  s->board = rb_gc_location(s->board);
+}
+
+static size_t thread_slot_memsize(const void *ptr)
+{
+  return sizeof(struct nw_thread_slot);
+}
+
+static const rb_data_type_t thread_slot_type = {
+  "Narwhal::Scoreboard::ThreadSlot",
+  { thread_slot_mark, RUBY_TYPED_DEFAULT_FREE, thread_slot_memsize, thread_slot_compact, {0} },
+  NULL, NULL, RUBY_TYPED_FREE_IMMEDIATELY
+};
+
+static void worker_slot_mark(void *ptr)
+{
+  struct nw_worker_slot *s = ptr;
+  rb_gc_mark_movable(s->board);
+  rb_gc_mark_movable(s->nr);
+}
+
+static void worker_slot_compact(void *ptr)
+{
+  struct nw_worker_slot *s = ptr;
+  s->board = rb_gc_location(s->board);
+  s->nr = rb_gc_location(s->nr);
+}
+
+static size_t worker_slot_memsize(const void *ptr)
+{
+  return sizeof(struct nw_worker_slot);
+}
+
+static const rb_data_type_t worker_slot_type = {
+  "Narwhal::Scoreboard::WorkerSlot",
+  { worker_slot_mark, RUBY_TYPED_DEFAULT_FREE, worker_slot_memsize, worker_slot_compact, {0} },
+  NULL, NULL, RUBY_TYPED_FREE_IMMEDIATELY
+};
+
+VALUE nw_thread_slot_new(VALUE board, struct nw_sb_thread *slot)
+{
+  struct nw_thread_slot *s;
+  VALUE obj = TypedData_Make_Struct(cThreadSlot, struct nw_thread_slot, &thread_slot_type, s);
+  s->slot = slot;
+  s->board = board;
+  return obj;
+}
+
+VALUE nw_worker_slot_new(VALUE board, VALUE nr)
+{
+  struct nw_worker_slot *s;
+  VALUE obj = TypedData_Make_Struct(cWorkerSlot, struct nw_worker_slot, &worker_slot_type, s);
+  s->slot = nw_scoreboard_worker(board, nr);
+  s->board = board;
+  s->nr = nr;
+  return obj;
+}
+
+/* Only this file makes these objects (their classes have no allocator), so
+ * self is always one: no type check on the request path. */
+static struct nw_sb_thread *thread_slot(VALUE self)
+{
+  return ((struct nw_thread_slot *)RTYPEDDATA_DATA(self))->slot;
+}
+
+static struct nw_worker_slot *worker_slot(VALUE self)
+{
+  return RTYPEDDATA_DATA(self);
+}
+
+/* ThreadSlot#request_started: this thread began a request now */
+static VALUE thread_slot_started(VALUE self)
+{
+  nw_sb_request_started(thread_slot(self));
+  return Qnil;
+}
+
+/* ThreadSlot#request_finished: this thread is idle again, one request more */
+static VALUE thread_slot_finished(VALUE self)
+{
+  nw_sb_request_finished(thread_slot(self));
+  return Qnil;
+}
+
+/* ThreadSlot#busy_for -> Float seconds on the current request, or nil when idle */
+static VALUE thread_slot_busy_for(VALUE self)
+{
+  int64_t started = nw_sb_started_ms(thread_slot(self));
+  if (!started) return Qnil;
+  return DBL2NUM((double)(nw_sb_now_ms() - started) / 1000.0);
+}
+
+/* ThreadSlot#requests -> Integer: requests this thread finished */
+static VALUE thread_slot_requests(VALUE self)
+{
+  return LL2NUM(nw_sb_requests(thread_slot(self)));
+}
+
+static enum nw_sb_counter counter_of(VALUE vcounter)
+{
+  long c = NUM2LONG(vcounter);
+  if (c < 0 || c >= NW_SB_COUNTERS) rb_raise(rb_eIndexError, "no scoreboard counter %ld", c);
+  return (enum nw_sb_counter)c;
+}
+
+/* WorkerSlot#count(counter): one more of Scoreboard::CONNECTIONS_ACCEPTED... */
+static VALUE worker_slot_count(VALUE self, VALUE vcounter)
+{
+  nw_sb_count(worker_slot(self)->slot, counter_of(vcounter));
+  return Qnil;
+}
+
+/* WorkerSlot#counter(counter) -> Integer */
+static VALUE worker_slot_counter(VALUE self, VALUE vcounter)
+{
+  enum nw_sb_counter c = counter_of(vcounter);
+  return LL2NUM(__atomic_load_n(&worker_slot(self)->slot->counters[c], __ATOMIC_RELAXED));
+}
+
+/* WorkerSlot#pid -> Integer, 0 when none was recorded (Scoreboard#reset) */
+static VALUE worker_slot_pid(VALUE self)
+{
+  return LL2NUM(__atomic_load_n(&worker_slot(self)->slot->pid, __ATOMIC_ACQUIRE));
+}
+
+static VALUE worker_slot_nr(VALUE self)
+{
+  return worker_slot(self)->nr;
+}
+
+/* WorkerSlot#thread(i) -> ThreadSlot */
+static VALUE worker_slot_thread(VALUE self, VALUE vi)
+{
+  struct nw_worker_slot *s = worker_slot(self);
+  return nw_thread_slot_new(s->board, nw_scoreboard_thread(s->board, s->nr, vi));
+}
+
+void nw_init_scoreboard_slots(VALUE cScoreboard)
+{
+  cThreadSlot = rb_define_class_under(cScoreboard, "ThreadSlot", rb_cObject);
+  rb_undef_alloc_func(cThreadSlot);
+  rb_define_method(cThreadSlot, "request_started", thread_slot_started, 0);
+  rb_define_method(cThreadSlot, "request_finished", thread_slot_finished, 0);
+  rb_define_method(cThreadSlot, "busy_for", thread_slot_busy_for, 0);
+  rb_define_method(cThreadSlot, "requests", thread_slot_requests, 0);
+
+  cWorkerSlot = rb_define_class_under(cScoreboard, "WorkerSlot", rb_cObject);
+  rb_undef_alloc_func(cWorkerSlot);
+  rb_define_method(cWorkerSlot, "count", worker_slot_count, 1);
+  rb_define_method(cWorkerSlot, "counter", worker_slot_counter, 1);
+  rb_define_method(cWorkerSlot, "pid", worker_slot_pid, 0);
+  rb_define_method(cWorkerSlot, "nr", worker_slot_nr, 0);
+  rb_define_method(cWorkerSlot, "thread", worker_slot_thread, 1);
+}
