@@ -209,7 +209,7 @@ module Narwhal
 
     # Answers a request we will not serve, then drains and closes.
     def reject(status)
-      @context.counters.count(Scoreboard::REJECTED)
+      @context.counters.count(Scoreboard::REQUESTS_REJECTED)
       send_error(status)
       @io.shutdown(Socket::SHUT_WR)
       @state = LINGER

@@ -79,7 +79,7 @@ module Narwhal
       write_timeout = @limits.write_timeout
       early_hints = @config[:early_hints]
       @reactor.add_listener(listener) do |sock|
-        @counters.count(Scoreboard::CONNECTIONS)
+        @counters.count(Scoreboard::CONNECTIONS_ACCEPTED)
         out = SocketWriter.new(sock, write_timeout)
         Connection.new(sock, Request.new(template, out, listener.remote_addr(sock), early_hints: early_hints),
                        @context)

@@ -106,7 +106,7 @@ class ConnectionTest < Minitest::Test
     assert_equal :keep, send_bytes("GET / HTTP/1.1\r\nBad Header\r\n\r\n"), "lingers to let the client read"
     assert_match(%r{\AHTTP/1.1 400 Bad Request\r\n.*connection: close}m, reply)
     assert_empty @dispatcher.seen
-    assert_equal 1, @counters.counts[Narwhal::Scoreboard::REJECTED]
+    assert_equal 1, @counters.counts[Narwhal::Scoreboard::REQUESTS_REJECTED]
     assert_equal :keep, send_bytes("more junk"), "what the client still sends is drained"
     @client.close_write
     assert_equal :close, @conn.on_readable
