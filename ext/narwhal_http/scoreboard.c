@@ -199,22 +199,6 @@ static VALUE board_reset(int argc, VALUE *argv, VALUE self)
   return Qnil;
 }
 
-/* #request_started(nr) and #request_finished(nr): thread 0 of worker nr,
- * for callers that hold a worker number rather than a ThreadSlot */
-static VALUE board_started(VALUE self, VALUE vnr)
-{
-  struct nw_scoreboard *b = get_board(self);
-  nw_sb_request_started(nw_sb_thread_at(worker_of(b, vnr), &b->layout, 0));
-  return Qnil;
-}
-
-static VALUE board_finished(VALUE self, VALUE vnr)
-{
-  struct nw_scoreboard *b = get_board(self);
-  nw_sb_request_finished(nw_sb_thread_at(worker_of(b, vnr), &b->layout, 0));
-  return Qnil;
-}
-
 /* #thread_slot(nr, i = 0) -> ThreadSlot */
 static VALUE board_thread_slot(int argc, VALUE *argv, VALUE self)
 {
@@ -259,8 +243,6 @@ void nw_init_scoreboard(void)
   rb_define_method(c, "busy_for", board_busy_for, 1);
   rb_define_method(c, "requests", board_requests, 1);
   rb_define_method(c, "reset", board_reset, -1);
-  rb_define_method(c, "request_started", board_started, 1);
-  rb_define_method(c, "request_finished", board_finished, 1);
   rb_define_method(c, "thread_slot", board_thread_slot, -1);
   rb_define_method(c, "worker_slot", board_worker_slot, 1);
   nw_init_scoreboard_slots(c);

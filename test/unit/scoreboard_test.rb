@@ -11,12 +11,12 @@ class ScoreboardTest < Minitest::Test
     board = Scoreboard.new(4)
     assert_nil board.busy_for(2)
     pid = fork do
-      board.request_started(2)
+      board.thread_slot(2).request_started
       exit!(0)
     end
     Process.wait(pid)
     assert_kind_of Float, board.busy_for(2), "the child's start time is visible to the parent"
-    board.request_finished(2)
+    board.thread_slot(2).request_finished
     assert_nil board.busy_for(2)
     assert_equal 1, board.requests(2)
     board.reset(2)
@@ -27,7 +27,7 @@ class ScoreboardTest < Minitest::Test
 
   def test_slot_bounds
     board = Scoreboard.new(2)
-    assert_raises(IndexError) { board.request_started(2) }
+    assert_raises(IndexError) { board.thread_slot(2) }
     assert_raises(IndexError) { board.busy_for(-1) }
     assert_raises(ArgumentError) { Scoreboard.new(0) }
     assert_raises(ArgumentError) { Scoreboard.new(Scoreboard::MAX_SLOTS + 1) }
