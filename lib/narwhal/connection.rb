@@ -25,8 +25,8 @@ module Narwhal
     LINGER = 3 # error sent, draining before close
 
     CONTINUE = "HTTP/1.1 100 Continue\r\n\r\n"
-    REQUEST_METHOD = "REQUEST_METHOD"
-    PATH_INFO = "PATH_INFO"
+    REQUEST_METHOD = Request::REQUEST_METHOD
+    PATH_INFO = Request::PATH_INFO
 
     KEEP = Reactor::KEEP
     CLOSE = Reactor::CLOSE

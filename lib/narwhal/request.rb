@@ -18,6 +18,7 @@ module Narwhal
     AFTER_REPLY = "rack.after_reply"
     EARLY_HINTS = "rack.early_hints"
     REQUEST_METHOD = "REQUEST_METHOD"
+    PATH_INFO = "PATH_INFO"
     HEAD_METHOD = "HEAD"
     HTTP11 = ResponseHead::REQ_HTTP11
     KEEPALIVE = ResponseHead::REQ_KEEPALIVE

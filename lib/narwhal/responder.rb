@@ -15,8 +15,8 @@ module Narwhal
     CLOSE = :close
     HIJACKED = :hijacked
 
-    REQUEST_METHOD = "REQUEST_METHOD"
-    PATH_INFO = "PATH_INFO"
+    REQUEST_METHOD = Request::REQUEST_METHOD
+    PATH_INFO = Request::PATH_INFO
 
     # slot: the calling thread's scoreboard slot; counters: the worker's.
     def initialize(app, logger, slot, counters)

@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "test_helper"
+require "support/fake_counters"
 require "socket"
 require "logger"
 
@@ -33,22 +34,10 @@ class ConnectionTest < Minitest::Test
     end
   end
 
-  class Counters
-    attr_reader :counts
-
-    def initialize
-      @counts = Hash.new(0)
-    end
-
-    def count(counter)
-      @counts[counter] += 1
-    end
-  end
-
   def setup
     @server, @client = UNIXSocket.pair
     @dispatcher = FakeDispatcher.new
-    @counters = Counters.new
+    @counters = FakeCounters.new
     @log = StringIO.new
     context = Narwhal::Connection::Context.new(LIMITS, @dispatcher, Logger.new(@log), @counters, true)
     out = Narwhal::SocketWriter.new(@server, 5)

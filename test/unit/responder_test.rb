@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "test_helper"
+require "support/fake_counters"
 require "logger"
 
 # The responder with a fake writer: the bytes it writes, the outcome it
@@ -34,24 +35,12 @@ class ResponderTest < Minitest::Test
     def request_finished = @marks << :finished
   end
 
-  class Counters
-    attr_reader :counts
-
-    def initialize
-      @counts = Hash.new(0)
-    end
-
-    def count(counter)
-      @counts[counter] += 1
-    end
-  end
-
   TEMPLATE = { "SCRIPT_NAME" => "" }.freeze
 
   def setup
     @log = StringIO.new
     @slot = FakeSlot.new
-    @counters = Counters.new
+    @counters = FakeCounters.new
   end
 
   def request(method: "GET", out: FakeOut.new, keepalive: true, http11: true, early_hints: false)
