@@ -43,6 +43,7 @@ module Narwhal
       @request = request
       @out = request.out
       @context = context
+      @dispatcher = context.dispatcher
       limits = context.limits
       @keepalive_timeout = limits.keepalive_timeout
       @keepalive_requests = limits.keepalive_requests
@@ -189,13 +190,13 @@ module Narwhal
       @requests += 1
       keepalive = @parser.keepalive? && @requests < @keepalive_requests && @context.keepalive
       @request.complete(@input, @parser.http11?, keepalive)
-      outcome = @context.dispatcher.dispatch(@request)
+      outcome = @dispatcher.dispatch(@request)
       finish_request
-      return RELEASE if outcome == Responder::HIJACKED || @request.hijacked?
-      return CLOSE unless outcome == Responder::KEEP
-
-      @deadline = Clock.now + @keepalive_timeout
-      KEEP
+      if outcome == Responder::KEEP && !@request.hijacked?
+        @deadline = Clock.now + @keepalive_timeout
+        return KEEP
+      end
+      outcome == Responder::HIJACKED || @request.hijacked? ? RELEASE : CLOSE
     end
 
     def finish_request

@@ -145,7 +145,8 @@ module Narwhal
     end
 
     def dispatch(target, fd)
-      apply(target, fd, target.on_readable)
+      action = target.on_readable
+      apply(target, fd, action) unless action == KEEP
     rescue StandardError => e
       # a bug must cost one connection, never the process
       internal_error(e)

@@ -46,9 +46,6 @@ module Narwhal
       @env = @template.dup
     end
 
-    def started?
-      !@env.nil?
-    end
 
     # The request is complete: input is its body (nil without one).
     def complete(input, http11, keepalive)
@@ -63,9 +60,8 @@ module Narwhal
       (@flags & HEAD) != 0 || (@env && @env[REQUEST_METHOD] == HEAD_METHOD)
     end
 
-    def hijacked?
-      @hijacked
-    end
+    attr_reader :hijacked
+    alias hijacked? hijacked # an attribute reader: no method frame per call
 
     # The response is done: ready for the next request on the connection.
     def finish

@@ -35,10 +35,9 @@ module Narwhal
         run_callbacks(request, env)
       ensure
         @status = @headers = @error = nil
-        @writer.reset
         @slot.request_finished
       end
-      request.hijacked? ? HIJACKED : outcome
+      outcome
     end
 
     private
@@ -50,7 +49,10 @@ module Narwhal
 
       @status = status
       @headers = headers
-      outcome(@writer.write(request.out, status, headers, body, request.flags))
+      written = @writer.write(request.out, status, headers, body, request.flags)
+      return KEEP if written == true
+
+      written == ResponseWriter::HIJACKED || request.hijacked? ? HIJACKED : CLOSE
     rescue WriteTimeout => e
       @logger.warn("write timeout: #{e.message}, closing (#{env[REQUEST_METHOD]} #{env[PATH_INFO]})")
       @error = e
@@ -68,19 +70,12 @@ module Narwhal
       close_body(body)
     end
 
-    def outcome(written)
-      case written
-      when true then KEEP
-      when ResponseWriter::HIJACKED then HIJACKED
-      else CLOSE
-      end
-    end
-
     def app_error(request, env, error)
       @counters.count(Scoreboard::APP_ERRORS)
       @logger.error("app error: #{error.class}: #{error.message} " \
                     "(#{env[REQUEST_METHOD]} #{env[PATH_INFO]})#{ErrorMessage.backtrace(error)}")
-      return if @writer.started || request.hijacked?
+      # @status is set once the app returned: only then can bytes have gone out
+      return if (@status && @writer.started) || request.hijacked?
 
       request.out.write(ErrorResponse.bytes(500, head: request.head?))
     rescue IOError, SystemCallError

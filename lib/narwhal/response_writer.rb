@@ -7,20 +7,13 @@ module Narwhal
   class ResponseWriter
     HIJACKED = :hijacked
 
-    # true once any byte of the current response went to the socket, until
-    # #reset
+    # true once any byte of the current response went to the socket
     attr_reader :started
 
     def initialize(logger)
       @logger = logger
       @head = ResponseHead.new
       @buf = String.new(capacity: 4096, encoding: Encoding::BINARY)
-      @started = false
-    end
-
-    # The response is over (the writer serves every connection of its
-    # responder).
-    def reset
       @started = false
     end
 
@@ -36,6 +29,7 @@ module Narwhal
     # true to keep the connection, false to close it, or HIJACKED when the
     # app took the socket.
     def write(out, status, headers, body, flags)
+      @started = false
       headers = to_hash(headers) unless headers.is_a?(Hash)
       path = nil
       if body.respond_to?(:to_ary)
