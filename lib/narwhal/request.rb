@@ -46,7 +46,6 @@ module Narwhal
       @env = @template.dup
     end
 
-
     # The request is complete: input is its body (nil without one).
     def complete(input, http11, keepalive)
       @env[RACK_INPUT] = input.to_io if input
@@ -56,8 +55,9 @@ module Narwhal
       @flags = flags
     end
 
+    # Also before #complete: a request refused while being read.
     def head?
-      (@flags & HEAD) != 0 || (@env && @env[REQUEST_METHOD] == HEAD_METHOD)
+      !@env.nil? && @env[REQUEST_METHOD] == HEAD_METHOD
     end
 
     attr_reader :hijacked
