@@ -53,6 +53,7 @@ module Narwhal
   autoload :WorkerReports, "narwhal/worker_reports"
   autoload :RackHandler, "narwhal/rack_handler"
   autoload :Server, "narwhal/server"
+  autoload :SignalQueue, "narwhal/signal_queue"
   autoload :SocketOwner, "narwhal/socket_owner"
   autoload :SocketWriter, "narwhal/socket_writer"
   autoload :WriteTimeout, "narwhal/socket_writer"

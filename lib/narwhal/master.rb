@@ -11,7 +11,8 @@ module Narwhal
   # Workers that fail to boot are forked again with a growing delay
   # (RespawnPolicy); when none ever became ready the master gives up.
   class Master
-    SIGNALS = %w[QUIT INT TERM USR1 USR2 HUP TTIN TTOU WINCH CHLD].freeze
+    # Queued for the loop; CHLD only wakes it (it reaps on every pass).
+    QUEUED_SIGNALS = %w[QUIT INT TERM USR1 USR2 HUP TTIN TTOU WINCH].freeze
     # Longest sleep of the loop; timeouts are checked at least this often.
     MAX_SLEEP = 1.0
     # After INT/TERM, workers not gone within this many seconds get KILL.
@@ -27,7 +28,7 @@ module Narwhal
       @daemon = daemon
       @listeners = []
       @workers = {} # pid => Worker
-      @signals = []
+      @signals = SignalQueue.new
       @worker_processes = config[:worker_processes]
       @reexec = Reexec.new(@logger)
       @respawn = RespawnPolicy.new
@@ -78,7 +79,9 @@ module Narwhal
     def join
       loop do
         reap_workers
-        handle_signal(@signals.shift) until @signals.empty?
+        while (sig = @signals.pop)
+          handle_signal(sig)
+        end
         break if @stopping && @workers.empty?
 
         if @stopping
@@ -94,6 +97,8 @@ module Narwhal
       end
       shutdown
       0
+    ensure
+      @signals.restore # for a program that runs the master inside it (rackup)
     end
 
     # Loads the app (in the master with preload_app, else in each worker).
@@ -103,11 +108,11 @@ module Narwhal
 
     # In a freshly forked worker: drop the master's handlers and pipes.
     def after_fork_in_worker
-      SIGNALS.each { |sig| trap(sig, "DEFAULT") }
-      # until the worker's own handlers are in place: the master repeats
-      # QUIT until the worker is gone, and QUIT's default would dump core
-      %w[QUIT USR1].each { |sig| trap(sig, "IGNORE") }
-      [@self_r, @self_w, @master_w].each(&:close)
+      # QUIT/USR1 ignored until the worker's own handlers are in place: the
+      # master repeats QUIT until the worker is gone, and QUIT's default
+      # would dump core
+      @signals.reset_in_child(ignore: %w[QUIT USR1])
+      @master_w.close
       @reports.close_reader
       @daemon&.close_in_child
       @workers.clear
@@ -284,24 +289,14 @@ module Narwhal
     # --- signals ---
 
     def install_signals
-      @self_r, @self_w = IO.pipe
-      SIGNALS.each do |sig|
-        trap(sig) do
-          @signals << sig unless sig == "CHLD"
-          @self_w.write_nonblock(".", exception: false)
-        rescue IOError
-          nil # in a worker forked an instant ago, before it reset this handler
-        end
-      end
+      @signals.queue(*QUEUED_SIGNALS)
+      @signals.wake_on("CHLD")
     end
 
     # Also wakes for a worker's report, and when a held-back fork is due.
     def sleep_on_pipe
       timeout = [@config[:timeout] / 2.0, MAX_SLEEP, @respawn.wait(Clock.now)].compact.min
-      return unless IO.select([@self_r, @reports.reader], nil, nil, timeout)
-
-      @self_r.read_nonblock(1024, exception: false)
-      read_reports
+      read_reports if @signals.wait(timeout, [@reports.reader])
     end
 
     # A failure while handling a signal is logged; the master carries on.

@@ -12,8 +12,6 @@ module Narwhal
                         :max_header_fields, :keepalive_timeout, :keepalive_requests, :client_timeout,
                         :write_timeout, keyword_init: true)
 
-    SIGNALS = %w[QUIT INT TERM USR1].freeze
-
     attr_reader :app, :logger, :limits, :listeners, :scoreboard, :slot
 
     # listeners: already bound Listener objects (a worker's), or nil to bind
@@ -39,7 +37,7 @@ module Narwhal
       @master_pipe = master_pipe
       @ready = ready
       @templates = {}
-      @signals = []
+      @signals = nil # SignalQueue, while running
     end
 
     def running?
@@ -103,35 +101,31 @@ module Narwhal
       defined?(::Rack::VERSION) && ::Rack::VERSION.is_a?(Array) ? ::Rack::VERSION : [1, 6]
     end
 
-    # Handlers only queue the signal and wake the loop (self-pipe).
+    # QUIT and USR1 are queued for the reactor's loop (a self-pipe wakes it).
     def install_signals
-      @wake_r, @wake_w = IO.pipe
-      @reactor.watch(@wake_r) { handle_signals }
-      @previous = SIGNALS.to_h do |sig|
-        [sig, trap(sig) { @signals << sig; wake }]
+      @signals = SignalQueue.new
+      @reactor.watch(@signals.reader) { handle_signals }
+      @signals.queue("QUIT", "USR1")
+      if @standalone
+        @signals.queue("INT", "TERM")
+      else
+        # INT/TERM stop at once, even inside a request (as Unicorn's workers)
+        @signals.handle("INT", "TERM") { quick_exit }
       end
-      # INT/TERM stop at once, even inside a request (as Unicorn's workers)
-      %w[INT TERM].each { |sig| @previous[sig] = trap(sig) { quick_exit } } unless @standalone
       # Past a file size limit (ulimit -f) the kernel's SIGXFSZ would kill
       # the process; with a handler the write fails with EFBIG and the
       # request gets 507. A handler, not IGNORE: programs the app runs get
       # the default back at exec.
-      @previous["XFSZ"] = trap("XFSZ") {}
+      @signals.handle("XFSZ") {}
     end
 
     def restore_signals
-      @previous&.each { |sig, handler| trap(sig, handler || "DEFAULT") }
-      @wake_r&.close
-      @wake_w&.close
-    end
-
-    def wake
-      @wake_w.write_nonblock(".", exception: false)
+      @signals&.restore
     end
 
     def handle_signals
-      @wake_r.read_nonblock(64, exception: false)
-      while (sig = @signals.shift)
+      @signals.clear_wakeups
+      while (sig = @signals.pop)
         case sig
         when "USR1" then reopen_logs
         when "QUIT" then graceful_stop("QUIT received: finishing requests in progress")
