@@ -36,6 +36,7 @@ module Narwhal
   autoload :Input, "narwhal/input"
   autoload :ListenError, "narwhal/listen_error"
   autoload :Listener, "narwhal/listener"
+  autoload :ListenerSet, "narwhal/listener_set"
   autoload :LogReopener, "narwhal/log_reopener"
   autoload :Master, "narwhal/master"
   autoload :NullInput, "narwhal/input"

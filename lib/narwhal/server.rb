@@ -52,19 +52,12 @@ module Narwhal
       @templates[listener] ||= base_env.merge(listener.env_defaults).freeze
     end
 
-    # Binds every configured address; raises (nothing left bound) on failure.
+    # Binds the configured addresses, or takes those a parent passed down
+    # (ListenerSet); raises with nothing left bound on failure.
     def bind
-      @config.listeners.each do |address, options|
-        listener = Listener.new(address, options)
-        @listeners << listener
-        @logger.info("listening on addr=#{listener.address} fd=#{listener.io.fileno}")
-        ListenBanner.listening(@logger, listener)
-      end
+      set = ListenerSet.new(@logger).open(@config[:listeners], default: @config[:default_listen])
+      @listeners.concat(set.to_a)
       ListenBanner.how_to_stop(@logger)
-    rescue StandardError
-      @listeners.each(&:close)
-      @listeners.clear
-      raise
     end
 
     def run
@@ -127,7 +120,7 @@ module Narwhal
       @signals.clear_wakeups
       while (sig = @signals.pop)
         case sig
-        when "USR1" then reopen_logs
+        when "USR1" then LogReopener.reopen_logs(@config, @logger)
         when "QUIT" then graceful_stop("QUIT received: finishing requests in progress")
         else
           @running = false
@@ -159,11 +152,6 @@ module Narwhal
         sleep(limit)
         exit!(1)
       end
-    end
-
-    def reopen_logs
-      count = LogReopener.reopen($stderr => @config[:stderr_path], $stdout => @config[:stdout_path])
-      @logger.info("reopened #{count} log file(s)")
     end
   end
 end
