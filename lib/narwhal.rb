@@ -49,7 +49,6 @@ module Narwhal
   autoload :AcceptBackoff, "narwhal/accept_backoff"
   autoload :BootError, "narwhal/boot_error"
   autoload :ListenBanner, "narwhal/listen_banner"
-  autoload :Reexec, "narwhal/reexec"
   autoload :RespawnPolicy, "narwhal/respawn_policy"
   autoload :WorkerReports, "narwhal/worker_reports"
   autoload :RackHandler, "narwhal/rack_handler"

@@ -1,0 +1,108 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require "logger"
+require "stringio"
+
+# The master's workers, with real forked children: what is forked, what
+# the hooks see, what reaping clears and logs.
+class WorkerTableTest < Minitest::Test
+  def setup
+    @log = StringIO.new
+    @events = []
+    @first_ready = 0
+    @config = Narwhal::Configurator.new
+    @config.settings[:logger] = Logger.new(@log)
+    @config.settings[:before_fork] = ->(server, worker) { @events << [:before_fork, server, worker.nr] }
+    @config.settings[:after_worker_exit] = lambda do |server, worker, status|
+      @events << [:exit, server, worker.nr, status.exitstatus || status.termsig]
+    end
+    @board = Narwhal::Scoreboard.new(4)
+    @hook_server = Object.new
+  end
+
+  def teardown
+    @table&.each do |worker|
+      Process.kill(:KILL, worker.pid)
+    rescue Errno::ESRCH
+      nil
+    end
+    Process.waitall
+  end
+
+  # child: the body of each forked worker (never returns)
+  def table(&child)
+    @table = Narwhal::Master::WorkerTable.new(@config, @board, @hook_server,
+                                              on_first_ready: -> { @first_ready += 1 }, &child)
+  end
+
+  # A worker that is busy on a request and ready, until QUIT.
+  def serving_worker
+    table do |worker, reports|
+      trap(:QUIT) { exit!(0) }
+      @board.request_started(worker.nr)
+      reports.ready
+      sleep
+    end
+  end
+
+  def reap_until(message, &done)
+    wait_until(timeout: 15, message: message) do
+      @table.reap(stopping: false) { |pid, _| flunk "an unknown child #{pid}" }
+      done.call
+    end
+  end
+
+  def test_forks_the_missing_numbers_reaps_them_and_runs_the_hooks
+    serving_worker.spawn_missing(2)
+    assert_equal [0, 1], @table.map(&:nr)
+    assert_equal [[:before_fork, @hook_server, 0], [:before_fork, @hook_server, 1]], @events
+    wait_until(timeout: 15, message: "two ready workers") do
+      @table.read_reports
+      @board.busy_for(0) && @board.busy_for(1) && @first_ready.positive?
+    end
+    @table.spawn_missing(2)
+    assert_equal 2, @table.count, "no number is missing"
+
+    @table.retire_beyond(1)
+    reap_until("worker 1 reaped") { @table.map(&:nr) == [0] }
+    assert_equal [:exit, @hook_server, 1, 0], @events.last
+    assert_nil @board.busy_for(1), "the reaped worker's slot is cleared"
+    refute_nil @board.busy_for(0)
+
+    @table.signal_all(:QUIT)
+    reap_until("every worker reaped") { @table.empty? }
+    assert_equal 1, @first_ready, "only the first ready worker ever counts"
+    assert_empty @log.string, "workers that were ready and told to stop are not failures"
+  end
+
+  def test_a_child_that_is_not_a_worker_is_handed_back
+    table { exit!(0) }
+    pid = fork { exit!(7) }
+    reaped = nil
+    wait_until(timeout: 15, message: "the child reaped") do
+      @table.reap(stopping: false) { |child, status| reaped = [child, status.exitstatus] }
+      reaped
+    end
+    assert_equal [pid, 7], reaped
+  end
+
+  def test_a_failed_boot_is_logged_and_holds_the_next_fork_back
+    table do |_worker, reports|
+      reports.boot_failed("config.ru:1: uninitialized constant Foo (NameError)")
+      exit!(Narwhal::WorkerProcess::BOOT_FAILED)
+    end
+    @table.spawn_missing(1)
+    first = @table.first.pid
+    reap_until("the failed worker reaped") { @table.empty? }
+    assert_includes @log.string, "worker=0 pid=#{first} failed to boot: config.ru:1: uninitialized constant Foo " \
+                                 "(NameError); 1 failure(s) in a row, next attempt in 0.5s (attempt 2 of 3)"
+    @table.spawn_missing(1)
+    assert @table.empty?, "no fork before the delay is over"
+    assert_operator @table.respawn_wait, :>, 0
+    assert_nil @table.give_up_reason
+    @table.reset_respawn
+    @table.spawn_missing(1)
+    assert_equal [0], @table.map(&:nr), "HUP: tried again at once"
+  end
+end
