@@ -39,18 +39,6 @@ class WorkerMonitorTest < Minitest::Test
     assert_equal "worker=1 pid=101 timeout (2.346s > 1s), killing\n", @log.string
   end
 
-  # The slot a real worker writes: busy since the request started.
-  def test_reads_the_shared_scoreboard
-    board = Narwhal::Scoreboard.new(2)
-    config = Narwhal::Configurator.new
-    config.settings.merge!(timeout: 0, logger: @logger)
-    monitor = Monitor.for(config, board)
-    assert_empty verdicts(monitor, workers(2)), "idle workers never time out"
-    board.request_started(1)
-    sleep 0.002 # the clock is in milliseconds: let one pass
-    assert_equal [[1, :KILL]], verdicts(monitor, workers(2))
-  end
-
   # A second policy (memory next) slots in beside the timeout: the first
   # one a worker breaches decides, and a worker is handed back once.
   def test_policies_are_asked_in_order_and_one_verdict_per_worker

@@ -7,6 +7,13 @@ require "stringio"
 # The master's workers, with real forked children: what is forked, what
 # the hooks see, what reaping clears and logs.
 class WorkerTableTest < Minitest::Test
+  # The master's side of the scoreboard: which slots it cleared.
+  ResetLog = Struct.new(:resets) do
+    def reset(nr)
+      resets << nr
+    end
+  end
+
   def setup
     @log = StringIO.new
     @events = []
@@ -17,7 +24,7 @@ class WorkerTableTest < Minitest::Test
     @config.settings[:after_worker_exit] = lambda do |server, worker, status|
       @events << [:exit, server, worker.nr, status.exitstatus || status.termsig]
     end
-    @board = Narwhal::Scoreboard.new(4)
+    @board = ResetLog.new([])
     @hook_server = Object.new
   end
 
@@ -28,6 +35,7 @@ class WorkerTableTest < Minitest::Test
       nil
     end
     Process.waitall
+    @up&.close
   end
 
   # child: the body of each forked worker (never returns)
@@ -36,13 +44,23 @@ class WorkerTableTest < Minitest::Test
                                               on_first_ready: -> { @first_ready += 1 }, &child)
   end
 
-  # A worker that is busy on a request and ready, until QUIT.
+  # A worker that is ready (and says so on @up too) until QUIT.
   def serving_worker
-    table do |worker, reports|
+    @up, up = IO.pipe
+    table do |_worker, reports|
       trap(:QUIT) { exit!(0) }
-      @board.request_started(worker.nr)
       reports.ready
+      up.write(".")
       sleep
+    end
+  end
+
+  def wait_up(count)
+    seen = +""
+    wait_until(timeout: 15, message: "#{count} workers up") do
+      chunk = @up.read_nonblock(16, exception: false)
+      seen << chunk if chunk.is_a?(String)
+      seen.size >= count
     end
   end
 
@@ -57,18 +75,17 @@ class WorkerTableTest < Minitest::Test
     serving_worker.spawn_missing(2)
     assert_equal [0, 1], @table.map(&:nr)
     assert_equal [[:before_fork, @hook_server, 0], [:before_fork, @hook_server, 1]], @events
-    wait_until(timeout: 15, message: "two ready workers") do
-      @table.read_reports
-      @board.busy_for(0) && @board.busy_for(1) && @first_ready.positive?
-    end
+    assert_equal [0, 1], @board.resets, "each slot is cleared before its worker is forked"
+    wait_up(2) # QUIT's handler in place in both
+    @table.read_reports
+    assert_equal 1, @first_ready
     @table.spawn_missing(2)
     assert_equal 2, @table.count, "no number is missing"
 
     @table.retire_beyond(1)
     reap_until("worker 1 reaped") { @table.map(&:nr) == [0] }
     assert_equal [:exit, @hook_server, 1, 0], @events.last
-    assert_nil @board.busy_for(1), "the reaped worker's slot is cleared"
-    refute_nil @board.busy_for(0)
+    assert_equal [0, 1, 1], @board.resets, "the reaped worker's slot is cleared"
 
     @table.signal_all(:QUIT)
     reap_until("every worker reaped") { @table.empty? }
