@@ -12,6 +12,8 @@ module Narwhal
                         :max_header_fields, :keepalive_timeout, :keepalive_requests, :client_timeout,
                         :write_timeout, keyword_init: true)
 
+    SIGNALS = %w[QUIT INT TERM USR1].freeze
+
     attr_reader :app, :logger, :limits, :listeners, :scoreboard, :slot
 
     # listeners: already bound Listener objects (a worker's), or nil to bind
@@ -94,17 +96,14 @@ module Narwhal
       defined?(::Rack::VERSION) && ::Rack::VERSION.is_a?(Array) ? ::Rack::VERSION : [1, 6]
     end
 
-    # QUIT and USR1 are queued for the reactor's loop (a self-pipe wakes it).
+    # Queued for the reactor's loop, which a self-pipe wakes.
     def install_signals
       @signals = SignalQueue.new
       @reactor.watch(@signals.reader) { handle_signals }
-      @signals.queue("QUIT", "USR1")
-      if @standalone
-        @signals.queue("INT", "TERM")
-      else
-        # INT/TERM stop at once, even inside a request (as Unicorn's workers)
-        @signals.handle("INT", "TERM") { quick_exit }
-      end
+      @signals.queue(*SIGNALS)
+      # INT/TERM stop at once, even inside a request (as Unicorn's workers);
+      # the handler restored is still the one from before the queue's
+      @signals.handle("INT", "TERM") { quick_exit } unless @standalone
       # Past a file size limit (ulimit -f) the kernel's SIGXFSZ would kill
       # the process; with a handler the write fails with EFBIG and the
       # request gets 507. A handler, not IGNORE: programs the app runs get
