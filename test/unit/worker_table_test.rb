@@ -5,7 +5,9 @@ require "logger"
 require "stringio"
 
 # The master's workers, with real forked children: what is forked, what
-# the hooks see, what reaping clears and logs.
+# the hooks see, what reaping clears and logs. Each test runs in a forked
+# process playing the master: a master reaps any child of its own, and the
+# test process has children of other tests (their servers).
 class WorkerTableTest < Minitest::Test
   # The master's side of the scoreboard: which slots it cleared.
   ResetLog = Struct.new(:resets) do
@@ -28,14 +30,35 @@ class WorkerTableTest < Minitest::Test
     @hook_server = Object.new
   end
 
-  def teardown
-    @table&.each do |worker|
-      Process.kill(:KILL, worker.pid)
-    rescue Errno::ESRCH
-      nil
+  # Runs the test's body in a child process; its assertions and failures
+  # come back to this one.
+  def as_master
+    reader, writer = IO.pipe
+    pid = fork do
+      reader.close
+      failure = begin
+        yield
+        nil
+      rescue Exception => e # rubocop:disable Lint/RescueException
+        assertion = e.is_a?(Minitest::Assertion)
+        [assertion, assertion ? e.message : "#{e.class}: #{e.message}", e.backtrace]
+      end
+      @table&.each { |worker| Process.kill(:KILL, worker.pid) if Process.wait(worker.pid, Process::WNOHANG).nil? }
+      Process.waitall # this process's own children: the workers
+      writer.write(Marshal.dump([failure, assertions]))
+      exit!(0)
     end
-    Process.waitall
-    @up&.close
+    writer.close
+    report = reader.read
+    Process.wait(pid)
+    flunk "the process playing the master died" if report.empty?
+    failure, self.assertions = Marshal.load(report) # rubocop:disable Security/MarshalLoad
+    return unless failure
+
+    assertion, message, backtrace = failure
+    raise (assertion ? Minitest::Assertion : RuntimeError), message, backtrace
+  ensure
+    reader&.close
   end
 
   # child: the body of each forked worker (never returns)
@@ -72,54 +95,60 @@ class WorkerTableTest < Minitest::Test
   end
 
   def test_forks_the_missing_numbers_reaps_them_and_runs_the_hooks
-    serving_worker.spawn_missing(2)
-    assert_equal [0, 1], @table.map(&:nr)
-    assert_equal [[:before_fork, @hook_server, 0], [:before_fork, @hook_server, 1]], @events
-    assert_equal [0, 1], @board.resets, "each slot is cleared before its worker is forked"
-    wait_up(2) # QUIT's handler in place in both
-    @table.read_reports
-    assert_equal 1, @first_ready
-    @table.spawn_missing(2)
-    assert_equal 2, @table.count, "no number is missing"
+    as_master do
+      serving_worker.spawn_missing(2)
+      assert_equal [0, 1], @table.map(&:nr)
+      assert_equal [[:before_fork, @hook_server, 0], [:before_fork, @hook_server, 1]], @events
+      assert_equal [0, 1], @board.resets, "each slot is cleared before its worker is forked"
+      wait_up(2) # QUIT's handler in place in both
+      @table.read_reports
+      assert_equal 1, @first_ready
+      @table.spawn_missing(2)
+      assert_equal 2, @table.count, "no number is missing"
 
-    @table.retire_beyond(1)
-    reap_until("worker 1 reaped") { @table.map(&:nr) == [0] }
-    assert_equal [:exit, @hook_server, 1, 0], @events.last
-    assert_equal [0, 1, 1], @board.resets, "the reaped worker's slot is cleared"
+      @table.retire_beyond(1)
+      reap_until("worker 1 reaped") { @table.map(&:nr) == [0] }
+      assert_equal [:exit, @hook_server, 1, 0], @events.last
+      assert_equal [0, 1, 1], @board.resets, "the reaped worker's slot is cleared"
 
-    @table.signal_all(:QUIT)
-    reap_until("every worker reaped") { @table.empty? }
-    assert_equal 1, @first_ready, "only the first ready worker ever counts"
-    assert_empty @log.string, "workers that were ready and told to stop are not failures"
+      @table.signal_all(:QUIT)
+      reap_until("every worker reaped") { @table.empty? }
+      assert_equal 1, @first_ready, "only the first ready worker ever counts"
+      assert_empty @log.string, "workers that were ready and told to stop are not failures"
+    end
   end
 
   def test_a_child_that_is_not_a_worker_is_handed_back
-    table { exit!(0) }
-    pid = fork { exit!(7) }
-    reaped = nil
-    wait_until(timeout: 15, message: "the child reaped") do
-      @table.reap(stopping: false) { |child, status| reaped = [child, status.exitstatus] }
-      reaped
+    as_master do
+      table { exit!(0) }
+      pid = fork { exit!(7) }
+      reaped = nil
+      wait_until(timeout: 15, message: "the child reaped") do
+        @table.reap(stopping: false) { |child, status| reaped = [child, status.exitstatus] }
+        reaped
+      end
+      assert_equal [pid, 7], reaped
     end
-    assert_equal [pid, 7], reaped
   end
 
   def test_a_failed_boot_is_logged_and_holds_the_next_fork_back
-    table do |_worker, reports|
-      reports.boot_failed("config.ru:1: uninitialized constant Foo (NameError)")
-      exit!(Narwhal::WorkerProcess::BOOT_FAILED)
+    as_master do
+      table do |_worker, reports|
+        reports.boot_failed("config.ru:1: uninitialized constant Foo (NameError)")
+        exit!(Narwhal::WorkerProcess::BOOT_FAILED)
+      end
+      @table.spawn_missing(1)
+      first = @table.first.pid
+      reap_until("the failed worker reaped") { @table.empty? }
+      assert_includes @log.string, "worker=0 pid=#{first} failed to boot: config.ru:1: uninitialized constant Foo " \
+                                   "(NameError); 1 failure(s) in a row, next attempt in 0.5s (attempt 2 of 3)"
+      @table.spawn_missing(1)
+      assert @table.empty?, "no fork before the delay is over"
+      assert_operator @table.respawn_wait, :>, 0
+      assert_nil @table.give_up_reason
+      @table.reset_respawn
+      @table.spawn_missing(1)
+      assert_equal [0], @table.map(&:nr), "HUP: tried again at once"
     end
-    @table.spawn_missing(1)
-    first = @table.first.pid
-    reap_until("the failed worker reaped") { @table.empty? }
-    assert_includes @log.string, "worker=0 pid=#{first} failed to boot: config.ru:1: uninitialized constant Foo " \
-                                 "(NameError); 1 failure(s) in a row, next attempt in 0.5s (attempt 2 of 3)"
-    @table.spawn_missing(1)
-    assert @table.empty?, "no fork before the delay is over"
-    assert_operator @table.respawn_wait, :>, 0
-    assert_nil @table.give_up_reason
-    @table.reset_respawn
-    @table.spawn_missing(1)
-    assert_equal [0], @table.map(&:nr), "HUP: tried again at once"
   end
 end
