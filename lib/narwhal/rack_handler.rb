@@ -23,7 +23,9 @@ module Narwhal
 
     def run(app, **options)
       config = configure(options)
-      master = Master.new(config, PrebuiltApp.new(app))
+      # USR2 would run rackup's or rails' command line again, which neither
+      # keeps (they consume their arguments): the new master could not start
+      master = Master.new(config, PrebuiltApp.new(app), reexec: false)
       yield master if block_given?
       master.start
       master.join

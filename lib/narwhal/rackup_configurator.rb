@@ -32,7 +32,6 @@ module Narwhal
       @rackup_options = rackup_options
       @notes = []
       keep_rackup_pid_file
-      refuse_usr2
     end
 
     def reload
@@ -76,16 +75,6 @@ module Narwhal
       settings[:after_worker_exit] = lambda do |server, worker, status|
         hook.call(server, worker, status)
         PidFile.new(path).write unless File.exist?(path)
-      end
-    end
-
-    # USR2 would run rackup's or rails' command line again, which neither
-    # keeps (they consume their arguments); the new master could not start.
-    def refuse_usr2
-      settings[:before_exec] = lambda do |server|
-        server.logger.error("USR2: re-exec is not available under rackup or rails server " \
-                            "(run `narwhal -c FILE` for upgrades without downtime); carrying on")
-        exit!(1)
       end
     end
   end

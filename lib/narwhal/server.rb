@@ -7,8 +7,10 @@ module Narwhal
   # (Responder) around the app, and handles the shutdown signals (QUIT
   # graceful, INT/TERM immediate, USR1 reopen logs).
   #
-  # A worker runs one of these after the master forks it; `rackup -s
-  # narwhal` runs one on its own (standalone: it binds its listeners itself).
+  # A worker runs one of these after the master forks it. A program may
+  # also run one on its own (standalone: no master, no workers; it binds or
+  # inherits its listeners itself and gives back the signal handlers it
+  # found when it returns).
   class Server
     Limits = Struct.new(:body_buffer_size, :max_body_size, :max_request_line, :max_header_size,
                         :max_header_fields, :keepalive_timeout, :keepalive_requests, :client_timeout,
@@ -39,22 +41,15 @@ module Narwhal
       @context = Connection::Context.new(@limits, Dispatcher::Inline.new(@responder), @logger, @counters, true)
       @master_pipe = master_pipe
       @ready = ready
-      @signals = []
+      @signals = nil # SignalQueue, while running
     end
 
-    # Binds every configured address; raises (nothing left bound) on failure.
+    # Binds the configured addresses, or takes those a parent passed down
+    # (ListenerSet); raises with nothing left bound on failure.
     def bind
-      @config.listeners.each do |address, options|
-        listener = Listener.new(address, options)
-        @listeners << listener
-        @logger.info("listening on addr=#{listener.address} fd=#{listener.io.fileno}")
-        ListenBanner.listening(@logger, listener)
-      end
+      set = ListenerSet.new(@logger).open(@config[:listeners], default: @config[:default_listen])
+      @listeners.concat(set.to_a)
       ListenBanner.how_to_stop(@logger)
-    rescue StandardError
-      @listeners.each(&:close)
-      @listeners.clear
-      raise
     end
 
     def run
@@ -105,37 +100,30 @@ module Narwhal
       defined?(::Rack::VERSION) && ::Rack::VERSION.is_a?(Array) ? ::Rack::VERSION : [1, 6]
     end
 
-    # Handlers only queue the signal and wake the loop (self-pipe).
+    # Queued for the reactor's loop, which a self-pipe wakes.
     def install_signals
-      @wake_r, @wake_w = IO.pipe
-      @reactor.watch(@wake_r) { handle_signals }
-      @previous = SIGNALS.to_h do |sig|
-        [sig, trap(sig) { @signals << sig; wake }]
-      end
-      # INT/TERM stop at once, even inside a request (as Unicorn's workers)
-      %w[INT TERM].each { |sig| @previous[sig] = trap(sig) { quick_exit } } unless @standalone
+      @signals = SignalQueue.new
+      @reactor.watch(@signals.reader) { handle_signals }
+      @signals.queue(*SIGNALS)
+      # INT/TERM stop at once, even inside a request (as Unicorn's workers);
+      # the handler restored is still the one from before the queue's
+      @signals.handle("INT", "TERM") { quick_exit } unless @standalone
       # Past a file size limit (ulimit -f) the kernel's SIGXFSZ would kill
       # the process; with a handler the write fails with EFBIG and the
       # request gets 507. A handler, not IGNORE: programs the app runs get
       # the default back at exec.
-      @previous["XFSZ"] = trap("XFSZ") {}
+      @signals.handle("XFSZ") {}
     end
 
     def restore_signals
-      @previous&.each { |sig, handler| trap(sig, handler || "DEFAULT") }
-      @wake_r&.close
-      @wake_w&.close
-    end
-
-    def wake
-      @wake_w.write_nonblock(".", exception: false)
+      @signals&.restore
     end
 
     def handle_signals
-      @wake_r.read_nonblock(64, exception: false)
-      while (sig = @signals.shift)
+      @signals.clear_wakeups
+      while (sig = @signals.pop)
         case sig
-        when "USR1" then reopen_logs
+        when "USR1" then LogReopener.reopen_logs(@config, @logger)
         when "QUIT" then graceful_stop("QUIT received: finishing requests in progress")
         else
           @context.keepalive = false
@@ -167,11 +155,6 @@ module Narwhal
         sleep(limit)
         exit!(1)
       end
-    end
-
-    def reopen_logs
-      count = LogReopener.reopen($stderr => @config[:stderr_path], $stdout => @config[:stdout_path])
-      @logger.info("reopened #{count} log file(s)")
     end
   end
 end

@@ -11,27 +11,41 @@ module Narwhal
   class WorkerProcess
     BOOT_FAILED = 3 # exit status of a worker that could not start serving
 
-    def initialize(master, worker, master_pipe, reports)
-      @master = master
+    # worker: the Worker the hooks see (its `nr` is its scoreboard slot).
+    # hook_server: what the hooks receive as `server` (the master).
+    # listeners: the ListenerSet (after_fork may add to it: server.listen).
+    # app: the preloaded app, or nil to build one with app_builder.
+    # master_pipe: reads EOF once the master is gone. reports: WorkerReports.
+    # forget_master: drops what the fork copied but the worker does not own
+    # (the master's signal handlers, pipes and worker table).
+    def initialize(worker, config:, hook_server:, listeners:, scoreboard:, app:, app_builder:, master_pipe:,
+                   reports:, forget_master:)
       @worker = worker
+      @config = config
+      @logger = config.logger
+      @hook_server = hook_server
+      @listeners = listeners
+      @scoreboard = scoreboard
+      @app = app
+      @app_builder = app_builder
       @master_pipe = master_pipe
       @reports = reports
-      @config = master.config
-      @logger = master.logger
+      @forget_master = forget_master
       @ready = false
     end
 
     # Never returns.
     def run
       Process.setproctitle("narwhal worker[#{@worker.nr}]")
-      @master.after_fork_in_worker
-      @config[:after_fork].call(@master, @worker)
+      @forget_master.call
+      @scoreboard.reset(@worker.nr, Process.pid) # the slot says whose it is
+      @config[:after_fork].call(@hook_server, @worker)
       user, group = @config[:user]
       if user && !@worker.switched?
         @worker.user(user, group, log_paths: [@config[:stderr_path], @config[:stdout_path]])
       end
-      app = @master.app || @master.build_app
-      server = Server.new(app, @config, listeners: @master.listeners, scoreboard: @master.scoreboard,
+      app = @app || @app_builder.call
+      server = Server.new(app, @config, listeners: @listeners.to_a, scoreboard: @scoreboard,
                                         slot: @worker.nr, master_pipe: @master_pipe, ready: method(:ready))
       server.run
       @logger.info("worker=#{@worker.nr} pid=#{Process.pid} exiting")
@@ -51,7 +65,7 @@ module Narwhal
 
     def ready
       @logger.info("worker=#{@worker.nr} ready pid=#{Process.pid}")
-      @config[:after_worker_ready].call(@master, @worker)
+      @config[:after_worker_ready].call(@hook_server, @worker)
       @ready = true
       @reports.ready
     end

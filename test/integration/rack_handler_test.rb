@@ -131,15 +131,22 @@ class RackHandlerTest < Minitest::Test
     assert_equal server.pid, read_pid(pid_file)
   end
 
+  # The master refuses USR2 itself: nothing is forked, the pid file keeps
+  # its name, and the file's before_exec hook is neither run nor replaced.
   def test_usr2_is_refused_with_a_reason_and_the_master_carries_on_also_after_hup
-    server = rackup(files: { "config/narwhal.rb" => "timeout 20\n" })
+    hook = "before_exec { |server| server.logger.info('before_exec of the file ran') }\n"
+    server = rackup("-P", "rackup.pid", files: { "config/narwhal.rb" => "timeout 20\n#{hook}" })
     server.signal(:HUP) # the reloaded configuration keeps refusing
     wait_until(timeout: 15, message: "HUP's new worker") { server.log.scan(READY).size == 2 }
     worker = wait_for_workers(server, 1).first
     server.signal(:USR2)
-    wait_until(timeout: 15, message: "the re-exec child's exit") { server.log.include?("old master carries on") }
-    assert_includes server.log, "USR2: re-exec is not available under rackup or rails server " \
-                                "(run `narwhal -c FILE` for upgrades without downtime)"
+    refusal = "USR2: re-exec is not available under rackup or rails server " \
+              "(run `narwhal -c FILE` for upgrades without downtime); carrying on"
+    wait_until(timeout: 15, message: "the refusal") { server.log.include?(refusal) }
+    refute_includes server.log, "re-executing"
+    refute_includes server.log, "before_exec of the file ran"
+    assert_equal server.pid, read_pid(File.join(server.dir, "rackup.pid"))
+    refute File.exist?(File.join(server.dir, "rackup.pid.oldbin"))
     assert_equal worker, get(server).body.to_i
   end
 end

@@ -1,6 +1,8 @@
 # frozen_string_literal: true
 
 require "test_helper"
+require "logger"
+require "stringio"
 
 class RackupConfiguratorTest < Minitest::Test
   def setup
@@ -50,7 +52,17 @@ class RackupConfiguratorTest < Minitest::Test
     c = config("timeout 5\n", pid: File.join(@dir, "rackup.pid"))
     reloaded = c.reload
     assert_instance_of Narwhal::RackupConfigurator, reloaded
-    refute_same Narwhal::Configurator::NOOP_HOOK, reloaded[:before_exec]
     refute_same Narwhal::Configurator::LOG_EXIT_HOOK, reloaded[:after_worker_exit]
+  end
+
+  # USR2 is refused by the master itself (Master.new(reexec: false)): the
+  # file's before_exec hook is the file's, before and after HUP.
+  def test_the_files_before_exec_hook_is_kept
+    c = config("before_exec { |server| server.logger.info('before_exec of the file') }\n", {})
+    [c, c.reload].each do |loaded|
+      out = StringIO.new
+      loaded[:before_exec].call(Struct.new(:logger).new(Logger.new(out)))
+      assert_includes out.string, "before_exec of the file"
+    end
   end
 end

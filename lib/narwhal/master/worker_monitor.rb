@@ -1,0 +1,69 @@
+# frozen_string_literal: true
+
+module Narwhal
+  class Master
+    # What the master enforces on its workers on every pass of its loop,
+    # read from the scoreboard the workers write (no signal, pipe or system
+    # call on the request path). Each policy says why a worker must go, or
+    # nil, and with which signal; the monitor logs the reason and hands the
+    # worker and signal back to the master, which sends it.
+    #
+    # `timeout` is the policy today. A memory limit is one more object with
+    # the same three methods (reading each worker's memory, retiring it with
+    # QUIT), added to the list that WorkerMonitor.for builds.
+    class WorkerMonitor
+      # A worker on one request for longer than `timeout` seconds is killed
+      # (and replaced by the master); idle workers never time out.
+      class Timeout
+        def initialize(seconds)
+          @seconds = seconds
+        end
+
+        def signal
+          :KILL
+        end
+
+        # How often the master must look: twice per timeout.
+        def interval
+          @seconds / 2.0
+        end
+
+        def breach(worker, scoreboard)
+          busy = scoreboard.busy_for(worker.nr)
+          "timeout (#{busy.round(3)}s > #{@seconds}s), killing" if busy && busy > @seconds
+        end
+      end
+
+      # The policies a configuration asks for (built again on HUP).
+      def self.for(config, scoreboard)
+        new(scoreboard, [Timeout.new(config[:timeout])], config.logger)
+      end
+
+      def initialize(scoreboard, policies, logger)
+        @scoreboard = scoreboard
+        @policies = policies
+        @logger = logger
+      end
+
+      # The longest the master may sleep between two checks.
+      def interval
+        @policies.map(&:interval).min
+      end
+
+      # Yields each worker that must go with the signal to send, once per
+      # worker: the first policy it breaches decides.
+      def check(workers)
+        workers.each do |worker|
+          @policies.each do |policy|
+            reason = policy.breach(worker, @scoreboard)
+            next unless reason
+
+            @logger.error("worker=#{worker.nr} pid=#{worker.pid} #{reason}")
+            yield worker, policy.signal
+            break
+          end
+        end
+      end
+    end
+  end
+end

@@ -1,0 +1,145 @@
+# frozen_string_literal: true
+
+module Narwhal
+  class Master
+    # The master's workers, by pid: forking the missing ones, reaping the
+    # ones that exited, signalling them, and their reports (WorkerReports:
+    # ready, or why a boot failed). While workers fail to boot,
+    # RespawnPolicy sets the pace of forks and says when to give up.
+    #
+    # The hooks run here (before_fork, after_worker_exit) receive
+    # `hook_server`, the master, as Unicorn's receive its HttpServer.
+    class WorkerTable
+      include Enumerable
+
+      attr_writer :config # HUP's new one
+
+      # on_first_ready: called once the first worker ever is ready. The
+      # block runs in each forked child with the Worker and the
+      # WorkerReports, and never returns.
+      def initialize(config, scoreboard, hook_server, on_first_ready:, &child)
+        @config = config
+        @scoreboard = scoreboard
+        @hook_server = hook_server
+        @on_first_ready = on_first_ready
+        @child = child
+        @by_pid = {}
+        @respawn = RespawnPolicy.new
+        @reports = WorkerReports.new
+      end
+
+      def each(&block)
+        @by_pid.each_value(&block)
+      end
+
+      def empty?
+        @by_pid.empty?
+      end
+
+      # What the master's sleep watches besides its signals.
+      def reports_reader
+        @reports.reader
+      end
+
+      # Forks a worker for each number below `count` that has none, as far
+      # as the respawn policy allows now.
+      def spawn_missing(count)
+        allowance = @respawn.allowance(Clock.now)
+        taken = map(&:nr)
+        (0...count).each do |nr|
+          next if taken.include?(nr)
+          break if allowance&.zero?
+
+          spawn(Worker.new(nr))
+          allowance &&= allowance - 1
+        end
+      end
+
+      # Extra workers (after TTOU or a smaller HUP) and retiring ones get
+      # QUIT again on every pass: one forked an instant ago may not have its
+      # handlers yet and would miss a single signal.
+      def retire_beyond(count)
+        each { |worker| signal(worker, :QUIT) if worker.quitting || worker.nr >= count }
+      end
+
+      # Reaps every exited child. A worker's slot is cleared and its hook
+      # run, a failed boot logged; any other child (USR2's new master) is
+      # yielded with its status.
+      def reap(stopping:)
+        loop do
+          pid, status = Process.wait2(-1, Process::WNOHANG)
+          break unless pid
+
+          read_reports # a worker's report is in the pipe before it exits
+          worker = @by_pid.delete(pid)
+          worker ? exited(worker, status, stopping) : yield(pid, status)
+        end
+      rescue Errno::ECHILD
+        nil
+      end
+
+      def read_reports
+        @reports.drain.each do |pid, kind, message|
+          case kind
+          when "ready" then @on_first_ready.call if @respawn.ready(pid)
+          when "failed" then @respawn.boot_error(pid, message)
+          end
+        end
+      end
+
+      # QUIT marks the worker as retiring (see retire_beyond).
+      def signal(worker, sig)
+        worker.quitting = true if sig == :QUIT
+        Process.kill(sig, worker.pid)
+      rescue Errno::ESRCH
+        nil
+      end
+
+      def signal_all(sig)
+        each { |worker| signal(worker, sig) }
+      end
+
+      # Seconds until a held-back fork is due; nil when none is waiting.
+      def respawn_wait
+        @respawn.wait(Clock.now)
+      end
+
+      # The reason to give up, when no worker ever became ready and trying
+      # again will not help; else nil.
+      def give_up_reason
+        return nil unless @respawn.give_up?
+
+        "no worker could boot (#{@respawn.rounds} attempts), exiting: #{@respawn.last_error}"
+      end
+
+      # HUP: the app may have been fixed, its workers start at once.
+      def reset_respawn
+        @respawn.reset
+      end
+
+      # In a forked worker: its siblings and the reports' read end are not
+      # its business.
+      def forget_in_child
+        @reports.close_reader
+        @by_pid.clear
+      end
+
+      private
+
+      def spawn(worker)
+        @scoreboard.reset(worker.nr)
+        @config[:before_fork].call(@hook_server, worker)
+        worker.pid = fork { @child.call(worker, @reports) }
+        @by_pid[worker.pid] = worker
+        @respawn.spawned(worker.pid)
+      end
+
+      def exited(worker, status, stopping)
+        @scoreboard.reset(worker.nr)
+        @config[:after_worker_exit].call(@hook_server, worker, status)
+        failure = @respawn.exited(worker, status, Clock.now, stopping: stopping)
+        @config.logger.error(failure) if failure
+      end
+    end
+  end
+end

@@ -1,0 +1,68 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require "logger"
+require "stringio"
+
+# USR2's fork and exec, with START_CTX pointed at a shell that reports
+# what the new master would have inherited and then dies.
+class ReexecTest < Minitest::Test
+  def setup
+    @dir = Dir.mktmpdir
+    @log = StringIO.new
+    @logger = Logger.new(@log)
+    @listeners = Narwhal::ListenerSet.new(@logger) # ENV: the exec'd program reads NARWHAL_FD there
+    @listeners.open([["127.0.0.1:0", {}]], default: "127.0.0.1:0")
+    @pid_file = Narwhal::PidFile.new(File.join(@dir, "narwhal.pid"))
+    @pid_file.write
+    @saved_ctx = Narwhal::START_CTX.dup
+  end
+
+  def teardown
+    Narwhal::START_CTX.replace(@saved_ctx)
+    Process.setproctitle($PROGRAM_NAME)
+    @listeners.close
+    FileUtils.rm_rf(@dir)
+  end
+
+  def test_the_child_gets_the_listeners_runs_before_exec_and_its_death_is_backed_out
+    fd = @listeners.first.io.fileno
+    Narwhal::START_CTX.merge!(0 => "/bin/sh", :cwd => @dir,
+                              argv: ["-c", 'test -e /proc/$$/fd/$NARWHAL_FD && echo "$NARWHAL_FD open" > fds; exit 5'])
+    reexec = Narwhal::Master::Reexec.new(@logger)
+    kept = reexec.start(@pid_file, @listeners) { File.write(File.join(@dir, "before_exec"), Process.pid.to_s) }
+    assert reexec.running?
+    assert_equal "#{@pid_file.path}.oldbin", kept.path
+    assert File.exist?(kept.path), "the pid file moved aside"
+    assert_includes @log.string, "re-executing: new master pid=#{reexec.pid}"
+
+    _, status = Process.wait2(reexec.pid)
+    assert_equal "#{fd} open\n", File.read(File.join(@dir, "fds")), "the exec'd program has the listener"
+    assert_equal reexec.pid.to_s, File.read(File.join(@dir, "before_exec"))
+    child = reexec.pid
+    back = reexec.failed(status, kept)
+    assert_equal @pid_file.path, back.path
+    assert File.exist?(@pid_file.path)
+    refute File.exist?(kept.path)
+    refute reexec.running?
+    assert_includes @log.string, "re-exec pid=#{child} died (exit 5); old master carries on"
+  end
+
+  def test_a_second_usr2_while_an_upgrade_is_in_progress_is_ignored
+    File.write("#{@pid_file.path}.oldbin", "1\n")
+    reexec = Narwhal::Master::Reexec.new(@logger)
+    assert_same @pid_file, reexec.start(@pid_file, @listeners) { flunk "before_exec ran" }
+    refute reexec.running?
+    assert_includes @log.string, "USR2 ignored: #{@pid_file.path}.oldbin exists (another upgrade in progress)"
+  end
+
+  # rackup and rails server: nothing forked, the pid file keeps its name.
+  def test_unavailable_refuses_with_the_reason
+    reexec = Narwhal::Master::Reexec.new(@logger, available: false)
+    assert_same @pid_file, reexec.start(@pid_file, @listeners) { flunk "before_exec ran" }
+    refute reexec.running?
+    assert File.exist?(@pid_file.path)
+    assert_includes @log.string, "USR2: re-exec is not available under rackup or rails server " \
+                                 "(run `narwhal -c FILE` for upgrades without downtime); carrying on"
+  end
+end

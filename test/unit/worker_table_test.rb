@@ -1,0 +1,154 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require "logger"
+require "stringio"
+
+# The master's workers, with real forked children: what is forked, what
+# the hooks see, what reaping clears and logs. Each test runs in a forked
+# process playing the master: a master reaps any child of its own, and the
+# test process has children of other tests (their servers).
+class WorkerTableTest < Minitest::Test
+  # The master's side of the scoreboard: which slots it cleared.
+  ResetLog = Struct.new(:resets) do
+    def reset(nr)
+      resets << nr
+    end
+  end
+
+  def setup
+    @log = StringIO.new
+    @events = []
+    @first_ready = 0
+    @config = Narwhal::Configurator.new
+    @config.settings[:logger] = Logger.new(@log)
+    @config.settings[:before_fork] = ->(server, worker) { @events << [:before_fork, server, worker.nr] }
+    @config.settings[:after_worker_exit] = lambda do |server, worker, status|
+      @events << [:exit, server, worker.nr, status.exitstatus || status.termsig]
+    end
+    @board = ResetLog.new([])
+    @hook_server = Object.new
+  end
+
+  # Runs the test's body in a child process; its assertions and failures
+  # come back to this one.
+  def as_master
+    reader, writer = IO.pipe
+    pid = fork do
+      reader.close
+      failure = begin
+        yield
+        nil
+      rescue Exception => e # rubocop:disable Lint/RescueException
+        assertion = e.is_a?(Minitest::Assertion)
+        [assertion, assertion ? e.message : "#{e.class}: #{e.message}", e.backtrace]
+      end
+      @table&.each { |worker| Process.kill(:KILL, worker.pid) if Process.wait(worker.pid, Process::WNOHANG).nil? }
+      Process.waitall # this process's own children: the workers
+      writer.write(Marshal.dump([failure, assertions]))
+      exit!(0)
+    end
+    writer.close
+    report = reader.read
+    Process.wait(pid)
+    flunk "the process playing the master died" if report.empty?
+    failure, self.assertions = Marshal.load(report) # rubocop:disable Security/MarshalLoad
+    return unless failure
+
+    assertion, message, backtrace = failure
+    raise (assertion ? Minitest::Assertion : RuntimeError), message, backtrace
+  ensure
+    reader&.close
+  end
+
+  # child: the body of each forked worker (never returns)
+  def table(&child)
+    @table = Narwhal::Master::WorkerTable.new(@config, @board, @hook_server,
+                                              on_first_ready: -> { @first_ready += 1 }, &child)
+  end
+
+  # A worker that is ready (and says so on @up too) until QUIT.
+  def serving_worker
+    @up, up = IO.pipe
+    table do |_worker, reports|
+      trap(:QUIT) { exit!(0) }
+      reports.ready
+      up.write(".")
+      sleep
+    end
+  end
+
+  def wait_up(count)
+    seen = +""
+    wait_until(timeout: 15, message: "#{count} workers up") do
+      chunk = @up.read_nonblock(16, exception: false)
+      seen << chunk if chunk.is_a?(String)
+      seen.size >= count
+    end
+  end
+
+  def reap_until(message, &done)
+    wait_until(timeout: 15, message: message) do
+      @table.reap(stopping: false) { |pid, _| flunk "an unknown child #{pid}" }
+      done.call
+    end
+  end
+
+  def test_forks_the_missing_numbers_reaps_them_and_runs_the_hooks
+    as_master do
+      serving_worker.spawn_missing(2)
+      assert_equal [0, 1], @table.map(&:nr)
+      assert_equal [[:before_fork, @hook_server, 0], [:before_fork, @hook_server, 1]], @events
+      assert_equal [0, 1], @board.resets, "each slot is cleared before its worker is forked"
+      wait_up(2) # QUIT's handler in place in both
+      @table.read_reports
+      assert_equal 1, @first_ready
+      @table.spawn_missing(2)
+      assert_equal 2, @table.count, "no number is missing"
+
+      @table.retire_beyond(1)
+      reap_until("worker 1 reaped") { @table.map(&:nr) == [0] }
+      assert_equal [:exit, @hook_server, 1, 0], @events.last
+      assert_equal [0, 1, 1], @board.resets, "the reaped worker's slot is cleared"
+
+      @table.signal_all(:QUIT)
+      reap_until("every worker reaped") { @table.empty? }
+      assert_equal 1, @first_ready, "only the first ready worker ever counts"
+      assert_empty @log.string, "workers that were ready and told to stop are not failures"
+    end
+  end
+
+  def test_a_child_that_is_not_a_worker_is_handed_back
+    as_master do
+      table { exit!(0) }
+      pid = fork { exit!(7) }
+      reaped = nil
+      wait_until(timeout: 15, message: "the child reaped") do
+        @table.reap(stopping: false) { |child, status| reaped = [child, status.exitstatus] }
+        reaped
+      end
+      assert_equal [pid, 7], reaped
+    end
+  end
+
+  def test_a_failed_boot_is_logged_and_holds_the_next_fork_back
+    as_master do
+      table do |_worker, reports|
+        reports.boot_failed("config.ru:1: uninitialized constant Foo (NameError)")
+        exit!(Narwhal::WorkerProcess::BOOT_FAILED)
+      end
+      @table.spawn_missing(1)
+      first = @table.first.pid
+      reap_until("the failed worker reaped") { @table.empty? }
+      assert_includes @log.string, "worker=0 pid=#{first} failed to boot: config.ru:1: uninitialized constant Foo " \
+                                   "(NameError); 1 failure(s) in a row, next attempt in 0.5s (attempt 2 of 3)"
+      @table.spawn_missing(1)
+      assert @table.empty?, "no fork before the delay is over"
+      assert_operator @table.respawn_wait, :>, 0
+      assert_nil @table.give_up_reason
+      @table.reset_respawn
+      @table.spawn_missing(1)
+      assert_equal [0], @table.map(&:nr), "HUP: tried again at once"
+    end
+  end
+end
