@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "test_helper"
+require "support/shared_server"
 require "rack"
 
 # Responses to HEAD as bytes on the wire: no body byte, no Content-Length the
@@ -31,17 +32,8 @@ class HeadTest < Minitest::Test
     }
   RU
 
-  def self.server
-    @server ||= Narwhal::ServerProcess.start(app: APP, lint: false).tap { |s| Minitest.after_run { s.stop } }
-  end
-
-  def setup
-    @c = self.class.server.connect
-  end
-
-  def teardown
-    @c&.close
-  end
+  include SharedServer
+  serve(app: APP, lint: false)
 
   def request(path, method: "HEAD", version: "1.1", headers: "")
     host = version == "1.1" ? "Host: x\r\n" : ""

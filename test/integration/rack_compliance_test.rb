@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "test_helper"
+require "support/shared_server"
 require "rack"
 
 # One Rack::Lint-wrapped app that uses every part of the Rack SPEC the
@@ -90,12 +91,8 @@ class RackComplianceTest < Minitest::Test
     }
   RU
 
-  def self.server
-    @server ||= Narwhal::ServerProcess.start(app: APP, config: "early_hints true\n")
-                                      .tap { |s| Minitest.after_run { s.stop } }
-  end
-
-  def server = self.class.server
+  include SharedServer
+  serve(app: APP, config: "early_hints true\n")
 
   def get(client, path, version: "1.1")
     client.write("GET #{path} HTTP/#{version}\r\n#{version == '1.1' ? "Host: x\r\n" : ''}\r\n")

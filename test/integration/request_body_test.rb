@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "test_helper"
+require "support/shared_server"
 require "digest"
 require "json"
 
@@ -67,17 +68,8 @@ class RequestBodyTest < Minitest::Test
 
   BIG = 1024 * 1024
 
-  def self.server
-    @server ||= Narwhal::ServerProcess.start(app: APP).tap { |s| Minitest.after_run { s.stop } }
-  end
-
-  def setup
-    @c = self.class.server.connect
-  end
-
-  def teardown
-    @c&.close
-  end
+  include SharedServer
+  serve(app: APP)
 
   def post(path, body, headers = "")
     "POST #{path} HTTP/1.1\r\nHost: x\r\n#{headers}Content-Length: #{body.bytesize}\r\n\r\n#{body}"
