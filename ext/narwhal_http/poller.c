@@ -73,16 +73,30 @@ static VALUE poller_init(VALUE self)
   return self;
 }
 
-/* #add(fd, exclusive): watch fd for reading (level-triggered) */
-static VALUE poller_add(VALUE self, VALUE vfd, VALUE exclusive)
+static VALUE poller_ctl(VALUE self, int op, VALUE vfd, VALUE events, const char *what)
 {
   struct nw_poller *p = get_poller(self);
   struct epoll_event ev;
   memset(&ev, 0, sizeof(ev));
-  ev.events = EPOLLIN | (RTEST(exclusive) ? EPOLLEXCLUSIVE : 0);
+  ev.events = NUM2UINT(events);
   ev.data.fd = NUM2INT(vfd);
-  if (epoll_ctl(p->epfd, EPOLL_CTL_ADD, ev.data.fd, &ev) < 0) rb_sys_fail("epoll_ctl(ADD)");
+  if (epoll_ctl(p->epfd, op, ev.data.fd, &ev) < 0) rb_sys_fail(what);
   return Qnil;
+}
+
+/* #add(fd, events): watch fd for the events (READ, WRITE, EXCLUSIVE, ONESHOT bits) */
+static VALUE poller_add(VALUE self, VALUE vfd, VALUE events)
+{
+  return poller_ctl(self, EPOLL_CTL_ADD, vfd, events, "epoll_ctl(ADD)");
+}
+
+/*
+ * #modify(fd, events): change what fd is watched for; with ONESHOT it also
+ * re-arms fd. Safe from any thread, also while another waits in #wait.
+ */
+static VALUE poller_modify(VALUE self, VALUE vfd, VALUE events)
+{
+  return poller_ctl(self, EPOLL_CTL_MOD, vfd, events, "epoll_ctl(MOD)");
 }
 
 /* #delete(fd): stop watching fd (a no-op if it is already gone) */
@@ -147,7 +161,14 @@ void nw_init_poller(void)
   VALUE c = rb_define_class_under(nw_mNarwhal, "Poller", rb_cObject);
   rb_define_alloc_func(c, poller_alloc);
   rb_define_method(c, "initialize", poller_init, 0);
+  rb_define_const(c, "READ", UINT2NUM(EPOLLIN));
+  rb_define_const(c, "WRITE", UINT2NUM(EPOLLOUT));
+  /* of the set's waiting on a shared listener, one is woken per event */
+  rb_define_const(c, "EXCLUSIVE", UINT2NUM(EPOLLEXCLUSIVE));
+  /* reported once, then disarmed until #modify re-arms it */
+  rb_define_const(c, "ONESHOT", UINT2NUM(EPOLLONESHOT));
   rb_define_method(c, "add", poller_add, 2);
+  rb_define_method(c, "modify", poller_modify, 2);
   rb_define_method(c, "delete", poller_delete, 1);
   rb_define_method(c, "wait", poller_wait, 2);
   rb_define_method(c, "close", poller_close, 0);

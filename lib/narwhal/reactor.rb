@@ -23,6 +23,8 @@ module Narwhal
     CLOSE = :close
     RELEASE = :release
 
+    LISTENER_EVENTS = Poller::READ | Poller::EXCLUSIVE
+
     # How often deadlines are checked; timeouts are accurate to this.
     SWEEP_INTERVAL = 0.25
 
@@ -58,7 +60,7 @@ module Narwhal
     def add_listener(listener, &factory)
       @acceptors[listener.io.fileno] = Acceptor.new(listener, factory)
       @listeners << listener
-      @poller.add(listener.io.fileno, true) if @listening
+      @poller.add(listener.io.fileno, LISTENER_EVENTS) if @listening
     end
 
     # Calls the block in the loop whenever io is readable.
@@ -128,12 +130,12 @@ module Narwhal
       return if listening == @listening
 
       @listening = listening
-      @listeners.each { |l| listening ? @poller.add(l.io.fileno, true) : @poller.delete(l.io.fileno) }
+      @listeners.each { |l| listening ? @poller.add(l.io.fileno, LISTENER_EVENTS) : @poller.delete(l.io.fileno) }
     end
 
     def register(fd, target)
       @targets[fd] = target
-      @poller.add(fd, false)
+      @poller.add(fd, Poller::READ)
     end
 
     # Stops watching fd (before it is closed: epoll must not keep it).

@@ -8,7 +8,7 @@ class PollerTest < Minitest::Test
     poller = Narwhal::Poller.new
     r, w = IO.pipe
     ready = []
-    poller.add(r.fileno, false)
+    poller.add(r.fileno, Narwhal::Poller::READ)
     assert_equal 0, poller.wait(0.01, ready)
     w.write("x")
     assert_equal 1, poller.wait(1, ready)
@@ -21,5 +21,36 @@ class PollerTest < Minitest::Test
   ensure
     r&.close
     w&.close
+  end
+
+  def test_oneshot_reports_once_until_modify_rearms
+    poller = Narwhal::Poller.new
+    r, w = IO.pipe
+    ready = []
+    poller.add(r.fileno, Narwhal::Poller::READ | Narwhal::Poller::ONESHOT)
+    w.write("x")
+    assert_equal 1, poller.wait(1, ready)
+    assert_equal 0, poller.wait(0.01, ready), "still readable, but disarmed"
+    poller.modify(r.fileno, Narwhal::Poller::READ | Narwhal::Poller::ONESHOT)
+    assert_equal 1, poller.wait(1, ready)
+  ensure
+    poller&.close
+    r&.close
+    w&.close
+  end
+
+  def test_modify_switches_to_writability
+    poller = Narwhal::Poller.new
+    a, b = UNIXSocket.pair
+    ready = []
+    poller.add(a.fileno, Narwhal::Poller::READ)
+    assert_equal 0, poller.wait(0.01, ready), "nothing to read"
+    poller.modify(a.fileno, Narwhal::Poller::WRITE)
+    assert_equal 1, poller.wait(1, ready)
+    assert_equal a.fileno, ready[0]
+  ensure
+    poller&.close
+    a&.close
+    b&.close
   end
 end
