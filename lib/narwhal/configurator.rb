@@ -28,6 +28,8 @@ module Narwhal
       listeners: [],
       logger: nil,
       worker_processes: 1,
+      threads: 1,
+      worker_connections: 1000,
       timeout: 60,
       preload_app: false,
       before_fork: NOOP_HOOK,
@@ -58,6 +60,12 @@ module Narwhal
       default_listen: "127.0.0.1:8080"
     }.freeze
 
+    # Request threads per worker at most, and in all workers together: the
+    # scoreboard has a sub-slot per thread, and beyond these the GVL leaves
+    # threads waiting rather than serving.
+    MAX_THREADS = 256
+    MAX_TOTAL_THREADS = 4096
+
     attr_reader :settings, :file
 
     def initialize(file: nil)
@@ -66,6 +74,26 @@ module Narwhal
       @settings[:worker_processes] = WebConcurrency.worker_processes || DEFAULTS[:worker_processes]
       @file = file
       load_file(file) if file
+    end
+
+    # --threads N: wins over the config file.
+    def threads_flag(count)
+      problem = threads_problem(count) || total_threads_problem(@settings[:worker_processes], count)
+      raise ConfigError, "--threads #{count}: #{problem}" if problem
+
+      @settings[:threads] = count
+    end
+
+    def threads_problem(count)
+      return if count.is_a?(Integer) && count.between?(1, MAX_THREADS)
+
+      "threads expects an Integer from 1 to #{MAX_THREADS}, got #{count.inspect}"
+    end
+
+    def total_threads_problem(workers, threads)
+      return if workers * threads <= MAX_TOTAL_THREADS
+
+      "worker_processes #{workers} x threads #{threads} is more than #{MAX_TOTAL_THREADS} request threads"
     end
 
     def [](key)
@@ -143,7 +171,7 @@ module Narwhal
       end
 
       # Directives that only check a type and a lower bound.
-      INTEGERS = { worker_processes: 1, client_body_buffer_size: 0, max_request_line: 64, max_header_size: 256,
+      INTEGERS = { worker_connections: 1, client_body_buffer_size: 0, max_request_line: 64, max_header_size: 256,
                    max_header_fields: 1, keepalive_requests: 1 }.freeze
       NUMBERS = { timeout: 0.001, keepalive_timeout: 0, client_timeout: 0.001, write_timeout: 0.001 }.freeze
       # trust_x_forwarded is accepted for Unicorn configs: narwhal leaves
@@ -170,6 +198,20 @@ module Narwhal
           end
           @config.settings[name] = hook
         end
+      end
+
+      def worker_processes(count)
+        set_integer(:worker_processes, count, min: 1)
+        check_total_threads
+      end
+
+      # Puma's `threads MIN, MAX` reads the same when both are equal.
+      def threads(count, max = count)
+        check(max == count, "narwhal runs a fixed number of threads per worker: use threads #{max.inspect}")
+        problem = @config.threads_problem(count)
+        check(problem.nil?, problem)
+        @config.settings[:threads] = count
+        check_total_threads
       end
 
       def working_directory(path)
@@ -217,6 +259,12 @@ module Narwhal
       def respond_to_missing?(*) = false
 
       private
+
+      # At the later of worker_processes and threads: their product is capped.
+      def check_total_threads
+        problem = @config.total_threads_problem(@config.settings[:worker_processes], @config.settings[:threads])
+        check(problem.nil?, problem)
+      end
 
       def set_boolean(key, value)
         check(value == true || value == false, "#{key} expects true or false, got #{value.inspect}")

@@ -23,6 +23,11 @@ module Narwhal
     HEAD = 1 # reading the request line and header section
     BODY = 2 # reading the request body
     LINGER = 3 # error sent, draining before close
+    SERVING = 4 # the request is with the dispatcher (maybe another thread)
+
+    # The deadline while the app has the request: the master's `timeout`
+    # and soft_timeout watch it, not the reactor.
+    NO_DEADLINE = Float::INFINITY
 
     CONTINUE = "HTTP/1.1 100 Continue\r\n\r\n"
     REQUEST_METHOD = Request::REQUEST_METHOD
@@ -31,12 +36,13 @@ module Narwhal
     KEEP = Reactor::KEEP
     CLOSE = Reactor::CLOSE
     RELEASE = Reactor::RELEASE
+    PARK = Reactor::PARK
 
     # What every connection of a serving process shares. keepalive turns
     # false on a graceful stop: responses then say Connection: close.
     Context = Struct.new(:limits, :dispatcher, :logger, :counters, :keepalive)
 
-    attr_reader :deadline
+    attr_reader :deadline, :request
 
     def initialize(io, request, context)
       @io = io
@@ -95,6 +101,35 @@ module Narwhal
       end
     rescue IOError, SystemCallError
       CLOSE
+    end
+
+    # No request has been complete on it yet: a new connection whose first
+    # request has not arrived (AcceptGate counts it as claiming a thread).
+    def awaiting_first_request?
+      @requests.zero?
+    end
+
+    # The response is done (on the thread that ran it); returns what the
+    # reactor should do with the connection next.
+    def after_response(outcome)
+      finish_request
+      if outcome == Responder::KEEP && !@request.hijacked?
+        # a graceful stop began while the app ran: do not keep it idle
+        return CLOSE unless @context.keepalive
+
+        @deadline = Clock.now + @keepalive_timeout
+        return KEEP
+      end
+      outcome == Responder::HIJACKED || @request.hijacked? ? RELEASE : CLOSE
+    end
+
+    # After #after_response said KEEP on an app thread: a pipelined request
+    # already buffered is handed on (to the back of the queue), else the
+    # connection waits for more bytes.
+    def continue
+      return KEEP if @off >= @buf.bytesize
+
+      process
     end
 
     # The deadline passed: 408 to a request being read, else just close.
@@ -190,13 +225,13 @@ module Narwhal
       @requests += 1
       keepalive = @parser.keepalive? && @requests < @keepalive_requests && @context.keepalive
       @request.complete(@input, @parser.http11?, keepalive)
-      outcome = @dispatcher.dispatch(@request)
-      finish_request
-      if outcome == Responder::KEEP && !@request.hijacked?
-        @deadline = Clock.now + @keepalive_timeout
-        return KEEP
-      end
-      outcome == Responder::HIJACKED || @request.hijacked? ? RELEASE : CLOSE
+      @state = SERVING
+      @deadline = NO_DEADLINE
+      outcome = @dispatcher.dispatch(@request, self)
+      # queued: an app thread owns the connection now; touch nothing
+      return PARK if outcome == ThreadPool::QUEUED
+
+      after_response(outcome)
     end
 
     def finish_request
