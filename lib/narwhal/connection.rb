@@ -12,6 +12,13 @@ module Narwhal
   # It is a Reactor handler: #on_readable and #on_timeout return what the
   # reactor should do with it next (KEEP, CLOSE, RELEASE). It never blocks
   # on reading, so a slow client holds no app thread.
+  #
+  # Its deadline: the header timeout is a total for the request line and
+  # header section, counted from the request's first byte (from accept for
+  # a new connection's first request), so a client trickling bytes cannot
+  # stretch it; the body timeout counts from the last body bytes read, so a
+  # long upload that keeps moving is never cut; between requests, the
+  # keep-alive timeout.
   class Connection
     READ_SIZE = 16 * 1024
     # After an error response we read and drop what the client still sends,
@@ -47,7 +54,8 @@ module Narwhal
       limits = context.limits
       @keepalive_timeout = limits.keepalive_timeout
       @keepalive_requests = limits.keepalive_requests
-      @client_timeout = limits.client_timeout
+      @header_timeout = limits.client_header_timeout
+      @body_timeout = limits.client_body_timeout
       @parser = HttpParser.new
       @parser.configure(limits.max_request_line, limits.max_header_size,
                         limits.max_header_fields, limits.max_body_size)
@@ -58,7 +66,7 @@ module Narwhal
       @requests = 0
       @env = nil
       @input = nil
-      @deadline = Clock.now + @client_timeout
+      @deadline = Clock.now + @header_timeout # the first request's head: from accept
     end
 
     # Between requests on a kept-alive connection, with nothing buffered: a
@@ -120,7 +128,7 @@ module Narwhal
           @state = HEAD
           @env = @request.start
           @idle_deadline = @deadline
-          @deadline = Clock.now + @client_timeout
+          @deadline = Clock.now + @header_timeout if @requests.positive?
         end
         if @state == HEAD
           @off = @parser.execute(@env, @buf, @off)
@@ -136,7 +144,10 @@ module Narwhal
 
           start_body
         end
-        return KEEP if @state == BODY && !read_body
+        if @state == BODY && !read_body
+          @deadline = Clock.now + @body_timeout # body bytes came (or the head ended): progress
+          return KEEP
+        end
 
         discard_consumed
         action = serve
