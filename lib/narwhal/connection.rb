@@ -13,12 +13,10 @@ module Narwhal
   # reactor should do with it next (KEEP, CLOSE, RELEASE). It never blocks
   # on reading, so a slow client holds no app thread.
   #
-  # Its deadline: the header timeout is a total for the request line and
-  # header section, counted from the request's first byte (from accept for
-  # a new connection's first request), so a client trickling bytes cannot
-  # stretch it; the body timeout counts from the last body bytes read, so a
-  # long upload that keeps moving is never cut; between requests, the
-  # keep-alive timeout.
+  # Its deadline: a total for the head (client_header_timeout, from the
+  # request's first byte; from accept for a connection's first request),
+  # progress for the body (client_body_timeout, moved by each read of body
+  # bytes), keepalive_timeout between requests.
   class Connection
     READ_SIZE = 16 * 1024
     # After an error response we read and drop what the client still sends,
