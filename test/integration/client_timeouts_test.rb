@@ -71,14 +71,15 @@ class ClientTimeoutsTest < Minitest::Test
   end
 
   # Sends bytes one at a time, `gap` seconds apart, stopping early if the
-  # server answers; returns the time the last byte was sent.
+  # server answers; returns when the last byte was about to be sent (the
+  # server cannot have it before that).
   def trickle(client, bytes, gap)
     last = nil
     bytes.each_char do |c|
       break if client.sock.wait_readable(gap)
 
-      client.write(c)
       last = now
+      client.write(c)
     end
     last
   end
