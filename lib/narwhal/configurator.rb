@@ -54,9 +54,12 @@ module Narwhal
       keepalive_timeout: 5,
       keepalive_requests: 1000,
       client_timeout: 30,
+      client_header_timeout: nil, # nil: client_timeout's value
+      client_body_timeout: nil,
       write_timeout: 30,
       default_listen: "127.0.0.1:8080"
     }.freeze
+    CLIENT_TIMEOUT_PARTS = %i[client_header_timeout client_body_timeout].freeze
 
     attr_reader :settings, :file
 
@@ -66,6 +69,8 @@ module Narwhal
       @settings[:worker_processes] = WebConcurrency.worker_processes || DEFAULTS[:worker_processes]
       @file = file
       load_file(file) if file
+      # client_timeout is the umbrella: it sets each part not given on its own
+      CLIENT_TIMEOUT_PARTS.each { |part| @settings[part] ||= @settings[:client_timeout] }
     end
 
     def [](key)
@@ -145,7 +150,8 @@ module Narwhal
       # Directives that only check a type and a lower bound.
       INTEGERS = { worker_processes: 1, client_body_buffer_size: 0, max_request_line: 64, max_header_size: 256,
                    max_header_fields: 1, keepalive_requests: 1 }.freeze
-      NUMBERS = { timeout: 0.001, keepalive_timeout: 0, client_timeout: 0.001, write_timeout: 0.001 }.freeze
+      NUMBERS = { timeout: 0.001, keepalive_timeout: 0, client_timeout: 0.001, client_header_timeout: 0.001,
+                  client_body_timeout: 0.001, write_timeout: 0.001 }.freeze
       # trust_x_forwarded is accepted for Unicorn configs: narwhal leaves
       # rack.url_scheme alone; Rack::Request#scheme and #ssl? read
       # X-Forwarded-Proto themselves.

@@ -12,6 +12,11 @@ module Narwhal
   # It is a Reactor handler: #on_readable and #on_timeout return what the
   # reactor should do with it next (KEEP, CLOSE, RELEASE). It never blocks
   # on reading, so a slow client holds no app thread.
+  #
+  # Its deadline: a total for the head (client_header_timeout, from the
+  # request's first byte; from accept for a connection's first request),
+  # progress for the body (client_body_timeout, moved by each read of body
+  # bytes), keepalive_timeout between requests.
   class Connection
     READ_SIZE = 16 * 1024
     # After an error response we read and drop what the client still sends,
@@ -47,7 +52,8 @@ module Narwhal
       limits = context.limits
       @keepalive_timeout = limits.keepalive_timeout
       @keepalive_requests = limits.keepalive_requests
-      @client_timeout = limits.client_timeout
+      @header_timeout = limits.client_header_timeout
+      @body_timeout = limits.client_body_timeout
       @parser = HttpParser.new
       @parser.configure(limits.max_request_line, limits.max_header_size,
                         limits.max_header_fields, limits.max_body_size)
@@ -58,7 +64,7 @@ module Narwhal
       @requests = 0
       @env = nil
       @input = nil
-      @deadline = Clock.now + @client_timeout
+      @deadline = Clock.now + @header_timeout # the first request's head: from accept
     end
 
     # Between requests on a kept-alive connection, with nothing buffered: a
@@ -120,7 +126,7 @@ module Narwhal
           @state = HEAD
           @env = @request.start
           @idle_deadline = @deadline
-          @deadline = Clock.now + @client_timeout
+          @deadline = Clock.now + @header_timeout if @requests.positive?
         end
         if @state == HEAD
           @off = @parser.execute(@env, @buf, @off)
@@ -136,7 +142,10 @@ module Narwhal
 
           start_body
         end
-        return KEEP if @state == BODY && !read_body
+        if @state == BODY && !read_body
+          @deadline = Clock.now + @body_timeout # body bytes came (or the head ended): progress
+          return KEEP
+        end
 
         discard_consumed
         action = serve

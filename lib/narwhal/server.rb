@@ -13,8 +13,8 @@ module Narwhal
   # found when it returns).
   class Server
     Limits = Struct.new(:body_buffer_size, :max_body_size, :max_request_line, :max_header_size,
-                        :max_header_fields, :keepalive_timeout, :keepalive_requests, :client_timeout,
-                        :write_timeout, keyword_init: true)
+                        :max_header_fields, :keepalive_timeout, :keepalive_requests, :client_header_timeout,
+                        :client_body_timeout, :write_timeout, keyword_init: true)
 
     SIGNALS = %w[QUIT INT TERM USR1].freeze
 
@@ -30,8 +30,8 @@ module Narwhal
         body_buffer_size: config[:client_body_buffer_size], max_body_size: config[:client_max_body_size],
         max_request_line: config[:max_request_line], max_header_size: config[:max_header_size],
         max_header_fields: config[:max_header_fields], keepalive_timeout: config[:keepalive_timeout],
-        keepalive_requests: config[:keepalive_requests], client_timeout: config[:client_timeout],
-        write_timeout: config[:write_timeout]
+        keepalive_requests: config[:keepalive_requests], client_header_timeout: config[:client_header_timeout],
+        client_body_timeout: config[:client_body_timeout], write_timeout: config[:write_timeout]
       ).freeze
       @standalone = listeners.nil?
       @listeners = listeners || []

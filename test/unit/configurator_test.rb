@@ -35,6 +35,36 @@ class ConfiguratorTest < Minitest::Test
     assert c[:early_hints]
   end
 
+  def config(text)
+    Narwhal::Configurator.new(file: write_config(text))
+  end
+
+  def client_timeouts(c)
+    [c[:client_header_timeout], c[:client_body_timeout]]
+  end
+
+  def test_client_timeout_parts_default_to_the_umbrella
+    assert_equal [30, 30], client_timeouts(Narwhal::Configurator.new)
+    assert_equal [7, 7], client_timeouts(config("client_timeout 7\n"))
+  end
+
+  def test_a_client_timeout_part_given_on_its_own_wins_in_either_order
+    assert_equal [2, 7], client_timeouts(config("client_header_timeout 2\nclient_timeout 7\n"))
+    assert_equal [2, 7], client_timeouts(config("client_timeout 7\nclient_header_timeout 2\n"))
+    assert_equal [7, 0.5], client_timeouts(config("client_body_timeout 0.5\nclient_timeout 7\n"))
+    assert_equal [7, 0.5], client_timeouts(config("client_timeout 7\nclient_body_timeout 0.5\n"))
+    assert_equal [2, 60], client_timeouts(config("client_body_timeout 60\nclient_header_timeout 2\n"))
+    assert_equal [2, 30], client_timeouts(config("client_header_timeout 2\n")), "the other keeps the default"
+  end
+
+  def test_client_timeouts_are_validated_with_the_line
+    assert_equal "2: client_header_timeout expects a number >= 0.001, got 0",
+                 config_error("client_timeout 5\nclient_header_timeout 0\n")
+    assert_equal "1: client_body_timeout expects a number >= 0.001, got \"30s\"",
+                 config_error("client_body_timeout '30s'\n")
+    assert_equal "1: client_timeout expects a number >= 0.001, got nil", config_error("client_timeout nil\n")
+  end
+
   def config_error(text)
     path = write_config(text)
     e = assert_raises(Narwhal::ConfigError) { Narwhal::Configurator.new(file: path) }
