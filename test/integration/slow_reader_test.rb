@@ -163,8 +163,11 @@ end
 class SlowReaderOneWorkerTest < Minitest::Test
   include SlowReaderCases
 
+  # Unlinted: Rack::Lint 2 hides the to_path of the body it wraps.
   def self.server
-    @server ||= Narwhal::ServerProcess.start(app: APP_REQUIRES + APP).tap { |s| Minitest.after_run { s.stop } }
+    @server ||= Narwhal::ServerProcess.start(app: APP_REQUIRES + APP, lint: false).tap do |s|
+      Minitest.after_run { s.stop }
+    end
   end
 
   def server = @server || self.class.server
