@@ -86,6 +86,16 @@ class SocketWriterTest < Minitest::Test
     assert_operator now - started, :>=, 0.3
   end
 
+  def test_a_budget_of_zero_spools_nothing_not_even_a_file_range
+    writer = Narwhal::SocketWriter.new(@sock, 0.3, Narwhal::SpoolBudget.new(0, 64 * 1024))
+    Tempfile.create("body") do |f|
+      f.write("x" * BIG)
+      f.flush
+      assert_raises(Narwhal::WriteTimeout) { writer.write_file(f, BIG) }
+    end
+    refute writer.pending?
+  end
+
   def test_past_the_budget_it_sends_the_spool_then_waits_under_the_timeout
     budget = Narwhal::SpoolBudget.new(1024 * 1024, 64 * 1024)
     writer = Narwhal::SocketWriter.new(@sock, 0.3, budget)
