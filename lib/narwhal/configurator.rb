@@ -57,6 +57,8 @@ module Narwhal
       client_header_timeout: nil, # nil: client_timeout's value
       client_body_timeout: nil,
       write_timeout: 30,
+      response_buffer_size: 64 * KIB,
+      response_spool_max: 256 * MIB,
       default_listen: "127.0.0.1:8080"
     }.freeze
     CLIENT_TIMEOUT_PARTS = %i[client_header_timeout client_body_timeout].freeze
@@ -149,7 +151,8 @@ module Narwhal
 
       # Directives that only check a type and a lower bound.
       INTEGERS = { worker_processes: 1, client_body_buffer_size: 0, max_request_line: 64, max_header_size: 256,
-                   max_header_fields: 1, keepalive_requests: 1 }.freeze
+                   max_header_fields: 1, keepalive_requests: 1, response_buffer_size: 0,
+                   response_spool_max: 0 }.freeze
       NUMBERS = { timeout: 0.001, keepalive_timeout: 0, client_timeout: 0.001, client_header_timeout: 0.001,
                   client_body_timeout: 0.001, write_timeout: 0.001 }.freeze
       # trust_x_forwarded is accepted for Unicorn configs: narwhal leaves

@@ -9,9 +9,11 @@ module Narwhal
   # dispatcher. Requests it will not serve get their 4xx here, then the
   # connection lingers (drains what the client still sends) and closes.
   #
-  # It is a Reactor handler: #on_readable and #on_timeout return what the
-  # reactor should do with it next (KEEP, CLOSE, RELEASE). It never blocks
-  # on reading, so a slow client holds no app thread.
+  # It is a Reactor handler: #on_readable, #on_writable and #on_timeout
+  # return what the reactor should do with it next (KEEP, WRITE, CLOSE,
+  # RELEASE). It never blocks on reading, so a slow client holds no app
+  # thread; a response its client does not read fast enough is finished by
+  # the reactor from the connection's spool (WRITE, #on_writable).
   #
   # Its deadline: a total for the head (client_header_timeout, from the
   # request's first byte; from accept for a connection's first request),
@@ -28,12 +30,14 @@ module Narwhal
     HEAD = 1 # reading the request line and header section
     BODY = 2 # reading the request body
     LINGER = 3 # error sent, draining before close
+    SEND = 4 # the response is complete; the reactor sends what is spooled
 
     CONTINUE = "HTTP/1.1 100 Continue\r\n\r\n"
     REQUEST_METHOD = Request::REQUEST_METHOD
     PATH_INFO = Request::PATH_INFO
 
     KEEP = Reactor::KEEP
+    WRITE = Reactor::WRITE
     CLOSE = Reactor::CLOSE
     RELEASE = Reactor::RELEASE
 
@@ -103,13 +107,47 @@ module Narwhal
       CLOSE
     end
 
+    # The socket takes bytes again: sends what it takes of the spool; once
+    # all went out, reads again, first the pipelined requests already read.
+    def on_writable
+      return CLOSE if (done = @send.continue).nil?
+
+      @deadline = @send.deadline
+      return WRITE unless done
+
+      @state = IDLE
+      return process if !@send.close_after && @off < @buf.bytesize
+      return CLOSE if @send.close_after || !@context.keepalive # nothing more once stopping
+
+      @deadline = Clock.now + @keepalive_timeout
+      KEEP
+    end
+
     # The deadline passed: 408 to a request being read, else just close.
     def on_timeout
       reject(408) if @state == HEAD || @state == BODY
+      @send.timed_out if @state == SEND
       CLOSE
     end
 
+    # What becomes of the connection once the responder returned: KEEP it
+    # for the next request, WRITE the rest of the response from the spool,
+    # CLOSE it, or RELEASE it (hijacked). Only answers; the caller tells the
+    # reactor (an app thread may call this).
+    def after_response(outcome)
+      hijacked = outcome == Responder::HIJACKED || @request.hijacked?
+      return start_send(outcome) if !hijacked && @out.pending?
+
+      finish_request
+      return RELEASE if hijacked
+      return CLOSE unless outcome == Responder::KEEP
+
+      @deadline = Clock.now + @keepalive_timeout
+      KEEP
+    end
+
     def close
+      @out.discard_spool
       @input&.close
       @input = nil
       @io.close unless @request.hijacked? || @io.closed?
@@ -194,18 +232,24 @@ module Narwhal
     end
 
     # The request is complete: the dispatcher runs it; then the connection
-    # waits for the next one, closes, or leaves the reactor (hijacked).
+    # waits for the next one, sends the rest of the response, closes, or
+    # leaves the reactor (hijacked).
     def serve
       @requests += 1
       keepalive = @parser.keepalive? && @requests < @keepalive_requests && @context.keepalive
       @request.complete(@input, @parser.http11?, keepalive)
-      outcome = @dispatcher.dispatch(@request)
+      after_response(@dispatcher.dispatch(@request))
+    end
+
+    # The app returned, part of its response is spooled: the reactor sends
+    # it (#on_writable).
+    def start_send(outcome)
+      @send ||= PendingSend.new(@out, @context.limits.write_timeout, @context.logger)
+      @send.start(@env, outcome != Responder::KEEP)
       finish_request
-      if outcome == Responder::KEEP && !@request.hijacked?
-        @deadline = Clock.now + @keepalive_timeout
-        return KEEP
-      end
-      outcome == Responder::HIJACKED || @request.hijacked? ? RELEASE : CLOSE
+      @state = SEND
+      @deadline = @send.deadline
+      WRITE
     end
 
     def finish_request
@@ -240,8 +284,10 @@ module Narwhal
       reject(error.status)
     end
 
+    # Sent whole before returning: the socket is shut down next.
     def send_error(status)
       @out.write(ErrorResponse.bytes(status, head: @request.head?))
+      @out.flush
     rescue IOError, SystemCallError
       nil
     end

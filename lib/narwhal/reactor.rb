@@ -12,6 +12,11 @@ module Narwhal
   # took the socket, as with rack.hijack). It also has #deadline (a Clock
   # time) and #idle? (may be closed on a graceful stop).
   #
+  # WRITE: the handler has bytes to send that the socket would not take.
+  # The reactor then waits for the descriptor to be writable, not readable,
+  # and calls #on_writable, which answers the same way: WRITE (more to
+  # send), KEEP (all sent: wait for reading again), CLOSE or RELEASE.
+  #
   # Listeners are registered with EPOLLEXCLUSIVE: of the workers waiting on
   # a shared listener, the kernel wakes one per new connection. A worker
   # busy in the app is not waiting, so it is never the one woken. Accepting
@@ -20,6 +25,7 @@ module Narwhal
   # loop would spin), and by the caller when it has no room for more work.
   class Reactor
     KEEP = :keep
+    WRITE = :write
     CLOSE = :close
     RELEASE = :release
 
@@ -43,6 +49,7 @@ module Narwhal
       @logger = logger
       @poller = Poller.new
       @targets = []   # fd => handler or Watcher
+      @writing = []   # fd => true while its handler waits to write
       @acceptors = [] # listener fd => Acceptor
       @handlers = {}  # handler => fd
       @listeners = []
@@ -143,12 +150,18 @@ module Narwhal
       return unless @targets[fd]
 
       @targets[fd] = nil
+      @writing[fd] = nil
       @poller.delete(fd)
     end
 
     def dispatch(target, fd)
-      action = target.on_readable
-      apply(target, fd, action) unless action == KEEP
+      if @writing[fd]
+        action = target.on_writable
+        apply(target, fd, action) unless action == WRITE
+      else
+        action = target.on_readable
+        apply(target, fd, action) unless action == KEEP
+      end
     rescue StandardError => e
       # a bug must cost one connection, never the process
       internal_error(e)
@@ -156,11 +169,20 @@ module Narwhal
     end
 
     def apply(handler, fd, action)
-      return if action == KEEP
-
+      if action == KEEP || action == WRITE
+        writing = action == WRITE
+        wait_for(fd, writing) unless writing == (@writing[fd] || false)
+        return
+      end
       forget(fd)
       @handlers.delete(handler)
       handler.close if action == CLOSE
+    end
+
+    # Switches what fd is watched for: writable (#on_writable) or readable.
+    def wait_for(fd, writing)
+      @writing[fd] = writing
+      @poller.modify(fd, writing ? Poller::WRITE : Poller::READ)
     end
 
     def drop(handler)

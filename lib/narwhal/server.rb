@@ -37,6 +37,8 @@ module Narwhal
       @listeners = listeners || []
       scoreboard ||= Scoreboard.new(1)
       @counters = scoreboard.worker_slot(slot)
+      # one per process: the bound on what its connections spool together
+      @spool_budget = SpoolBudget.new(config[:response_spool_max], config[:response_buffer_size])
       @responder = Responder.new(app, @logger, scoreboard.thread_slot(slot, 0), @counters)
       @context = Connection::Context.new(@limits, Dispatcher::Inline.new(@responder), @logger, @counters, true)
       @master_pipe = master_pipe
@@ -72,10 +74,11 @@ module Narwhal
     def accept_from(listener)
       template = base_env.merge(listener.env_defaults).freeze
       write_timeout = @limits.write_timeout
+      budget = @spool_budget
       early_hints = @config[:early_hints]
       @reactor.add_listener(listener) do |sock|
         @counters.count(Scoreboard::CONNECTIONS_ACCEPTED)
-        out = SocketWriter.new(sock, write_timeout)
+        out = SocketWriter.new(sock, write_timeout, budget)
         Connection.new(sock, Request.new(template, out, listener.remote_addr(sock), early_hints: early_hints),
                        @context)
       end

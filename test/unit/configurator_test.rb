@@ -144,6 +144,16 @@ class ConfiguratorTest < Minitest::Test
     assert_match(/#{Regexp.escape(path)}:2: client_max_body_size expects an Integer >= 1, got "10m"/, e.message)
   end
 
+  def test_response_spool_sizes
+    c = Narwhal::Configurator.new
+    assert_equal 64 * 1024, c[:response_buffer_size]
+    assert_equal 256 * 1024 * 1024, c[:response_spool_max]
+    c = Narwhal::Configurator.new(file: write_config("response_buffer_size 0\nresponse_spool_max 0\n"))
+    assert_equal [0, 0], [c[:response_buffer_size], c[:response_spool_max]]
+    assert_equal "2: response_spool_max expects an Integer >= 0, got -1",
+                 config_error("response_buffer_size 1024\nresponse_spool_max(-1)\n")
+  end
+
   def test_ruby_error_names_file_and_line
     path = write_config("x = 1\nraise 'boom'\n")
     e = assert_raises(Narwhal::ConfigError) { Narwhal::Configurator.new(file: path) }

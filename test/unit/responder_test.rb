@@ -22,6 +22,8 @@ class ResponderTest < Minitest::Test
 
       @bytes << str
     end
+
+    def flush; end
   end
 
   class FakeSlot
