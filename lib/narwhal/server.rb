@@ -74,7 +74,8 @@ module Narwhal
     private
 
     # The Responder of one app thread, given its scoreboard thread slot;
-    # with soft_timeout on, the watchdog watches the thread.
+    # with soft_timeout on, the watchdog watches the thread. Request
+    # threads: one call per thread, each with its own slot.
     def responder_for(thread, thread_slot)
       watch = @soft_timeout&.watch(thread, thread_slot)
       Responder.new(@app, @logger, thread_slot, @counters,

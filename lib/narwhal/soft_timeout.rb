@@ -121,9 +121,12 @@ module Narwhal
         @writer = DeferredWriter.new
       end
 
-      # Runs one request (on the watched thread). Returns the block's value.
+      # Runs one request. Returns the block's value. The thread that serves
+      # is the one raised into, whatever thread was registered (a server
+      # may be built on one thread and run on another).
       def serve
         Thread.handle_interrupt(DEFERRED) do
+          @thread = Thread.current
           @writer.sent = false
           yield
         ensure

@@ -152,6 +152,20 @@ class SoftTimeoutTest < Minitest::Test
     assert_equal :next, request(watch, slot) { :next }
   end
 
+  # Registered for one thread, served on another (a server built on one
+  # thread, run on another): the serving thread is the one interrupted.
+  def test_the_thread_that_serves_is_the_one_interrupted
+    soft = watchdog(0.1)
+    slot = @board.thread_slot(0, 0)
+    bystander = Thread.new { sleep 10 }
+    watch = soft.watch(bystander, slot)
+    soft.start
+    assert_raises(RequestTimeout) { request(watch, slot) { sleep 10 } }
+    assert bystander.alive?, "the registered thread was left alone"
+  ensure
+    bystander&.kill&.join
+  end
+
   # The watchdog's own check, called directly: idle slots and requests
   # under the limit are left alone.
   def test_idle_threads_and_requests_under_the_limit_are_left_alone
