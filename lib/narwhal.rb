@@ -61,6 +61,8 @@ module Narwhal
   autoload :SignalQueue, "narwhal/signal_queue"
   autoload :SocketOwner, "narwhal/socket_owner"
   autoload :SocketWriter, "narwhal/socket_writer"
+  autoload :SoftTimeout, "narwhal/soft_timeout"
+  autoload :RequestTimeout, "narwhal/soft_timeout"
   autoload :WriteTimeout, "narwhal/socket_writer"
   autoload :UnknownDirective, "narwhal/unknown_directive"
   autoload :UnlinkedTempfile, "narwhal/unlinked_tempfile"

@@ -27,7 +27,7 @@
 #include <time.h>
 
 #define NW_SB_MAGIC 0x4E575342u /* "NWSB" */
-#define NW_SB_VERSION 1u
+#define NW_SB_VERSION 2u
 
 /* Upper bounds, so the mapping never has to grow after forking. */
 #define NW_SB_MAX_WORKERS 4096
@@ -41,6 +41,7 @@ enum nw_sb_counter {
   NW_SB_CONNECTIONS_ACCEPTED = 0, /* connections the worker accepted */
   NW_SB_REQUESTS_REJECTED,        /* answered by the server itself (4xx, 408, 413...), not the app */
   NW_SB_APP_ERRORS,               /* 500s after the app raised */
+  NW_SB_REQUEST_TIMEOUTS,         /* requests whose app code soft_timeout interrupted */
   NW_SB_COUNTERS                  /* how many counters there are */
 };
 

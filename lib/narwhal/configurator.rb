@@ -29,6 +29,8 @@ module Narwhal
       logger: nil,
       worker_processes: 1,
       timeout: 60,
+      soft_timeout: nil,
+      soft_timeout_keep_worker: false,
       preload_app: false,
       before_fork: NOOP_HOOK,
       after_fork: NOOP_HOOK,
@@ -106,7 +108,9 @@ module Narwhal
     private
 
     def load_file(path)
-      DSL.new(self).instance_eval(read_file(path), File.expand_path(path), 1)
+      dsl = DSL.new(self)
+      dsl.instance_eval(read_file(path), File.expand_path(path), 1)
+      dsl.check_whole_file
     rescue ConfigError
       raise
     rescue ScriptError, StandardError => e
@@ -200,6 +204,29 @@ module Narwhal
         @config.settings[:user] = [user, group]
       end
 
+      # soft_timeout SECONDS, keep_worker: false; nil turns it off. Checked
+      # against timeout once the whole file is read (either may come first).
+      def soft_timeout(seconds, options = {})
+        check(seconds.nil? || (seconds.is_a?(Numeric) && seconds.positive?),
+              "soft_timeout expects a number of seconds > 0 (or nil: off), got #{seconds.inspect}")
+        check(options.is_a?(Hash) && options.keys.all?(:keep_worker) &&
+              [true, false].include?(options.fetch(:keep_worker, false)),
+              "soft_timeout's one option is keep_worker: true or false, got #{options.inspect}")
+        @soft_timeout_line = config_line
+        @config.settings[:soft_timeout] = seconds
+        @config.settings[:soft_timeout_keep_worker] = options.fetch(:keep_worker, false)
+      end
+
+      # What one directive cannot check alone, after the last line ran.
+      def check_whole_file
+        soft = @config.settings[:soft_timeout]
+        timeout = @config.settings[:timeout]
+        return unless soft && soft >= timeout
+
+        raise ConfigError, "#{@soft_timeout_line}: soft_timeout #{soft} must be below timeout (#{timeout}): " \
+                           "the master kills the worker at timeout, so the soft timeout would never come"
+      end
+
       def client_max_body_size(bytes)
         if bytes.nil?
           @config.settings[:client_max_body_size] = nil
@@ -220,7 +247,7 @@ module Narwhal
       end
 
       def self.directives
-        public_instance_methods(false) - %i[method_missing respond_to_missing?]
+        public_instance_methods(false) - %i[method_missing respond_to_missing? check_whole_file]
       end
 
       def respond_to_missing?(*) = false
@@ -257,10 +284,14 @@ module Narwhal
         fail_at(message) unless ok
       end
 
-      # The first frame outside this file is the config line at fault.
       def fail_at(message)
+        raise ConfigError, "#{config_line}: #{message}"
+      end
+
+      # The first frame outside this file is the config line at fault.
+      def config_line
         frame = caller_locations.find { |l| l.path != __FILE__ }
-        raise ConfigError, "#{frame&.path}:#{frame&.lineno}: #{message}"
+        "#{frame&.path}:#{frame&.lineno}"
       end
     end
   end

@@ -17,6 +17,9 @@ module Narwhal
                         :client_body_timeout, :write_timeout, keyword_init: true)
 
     SIGNALS = %w[QUIT INT TERM USR1].freeze
+    # Queued with the signals by an app thread whose request soft_timeout
+    # interrupted: the reactor's thread retires the worker.
+    RETIRE = :retire
 
     # listeners: already bound Listener objects (a worker's), or nil to bind
     # the configured addresses. scoreboard/slot: where request start times
@@ -39,7 +42,8 @@ module Narwhal
       @counters = scoreboard.worker_slot(slot)
       # one per process: the bound on what its connections spool together
       @spool_budget = SpoolBudget.new(config[:response_spool_max], config[:response_buffer_size])
-      @responder = Responder.new(app, @logger, scoreboard.thread_slot(slot, 0), @counters)
+      @soft_timeout = SoftTimeout.new(config[:soft_timeout], @logger) if config[:soft_timeout]
+      @responder = responder_for(Thread.current, scoreboard.thread_slot(slot, 0))
       @context = Connection::Context.new(@limits, Dispatcher::Inline.new(@responder), @logger, @counters, true)
       @master_pipe = master_pipe
       @ready = ready
@@ -60,14 +64,38 @@ module Narwhal
       @listeners.each { |l| accept_from(l) }
       install_signals
       @reactor.watch(@master_pipe) { master_gone } if @master_pipe
+      @soft_timeout&.start
       @ready ? @ready.call : @logger.info("narwhal #{VERSION} serving pid=#{Process.pid}")
       @reactor.run
     ensure
+      @soft_timeout&.stop
       @listeners.each(&:close) if @standalone
       restore_signals
     end
 
     private
+
+    # The Responder of one app thread, given its scoreboard thread slot;
+    # with soft_timeout on, the watchdog watches the thread. Request
+    # threads: one call per thread, each with its own slot.
+    def responder_for(thread, thread_slot)
+      watch = @soft_timeout&.watch(thread, thread_slot)
+      Responder.new(@app, @logger, thread_slot, @counters,
+                    soft_timeout: watch, on_timeout: method(:request_interrupted))
+    end
+
+    # On the app thread, after soft_timeout interrupted its request: the
+    # app's state may be broken, so the worker retires (the master starts a
+    # fresh one) unless told to keep it, or there is no master. The stop
+    # goes through the signal queue's self-pipe so that the reactor's own
+    # thread does it, between two events: an app thread must not touch
+    # the reactor, and even on the reactor's thread this runs inside a
+    # connection's callback.
+    def request_interrupted
+      return if @config[:soft_timeout_keep_worker] || @standalone
+
+      @signals&.push(RETIRE)
+    end
 
     # Each connection accepted on listener gets its reading side and its
     # Request, whose env starts from the listener's defaults.
@@ -128,6 +156,8 @@ module Narwhal
         case sig
         when "USR1" then LogReopener.reopen_logs(@config, @logger)
         when "QUIT" then graceful_stop("QUIT received: finishing requests in progress")
+        when RETIRE
+          graceful_stop("retiring after a soft timeout: finishing requests in progress, then exiting to be replaced")
         else
           @context.keepalive = false
           @logger.info("#{sig} received: exiting now")

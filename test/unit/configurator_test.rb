@@ -166,6 +166,35 @@ class ConfiguratorTest < Minitest::Test
     assert_match(/narwhal.rb/, e.message)
   end
 
+  def test_soft_timeout_is_off_by_default_and_below_timeout_in_any_order
+    c = Narwhal::Configurator.new
+    assert_nil c[:soft_timeout]
+    refute c[:soft_timeout_keep_worker]
+    c = Narwhal::Configurator.new(file: write_config("soft_timeout 20, keep_worker: true\ntimeout 30\n"))
+    assert_equal [20, true], [c[:soft_timeout], c[:soft_timeout_keep_worker]]
+    c = Narwhal::Configurator.new(file: write_config("timeout 5\nsoft_timeout 0.5\n"))
+    assert_equal [0.5, false], [c[:soft_timeout], c[:soft_timeout_keep_worker]]
+    assert_nil Narwhal::Configurator.new(file: write_config("soft_timeout 9\nsoft_timeout nil\n"))[:soft_timeout]
+  end
+
+  # The line is the soft_timeout's, even when the timeout it must stay
+  # under comes later in the file (or is the default).
+  def test_soft_timeout_errors_name_file_and_line
+    below = "must be below timeout (%s): the master kills the worker at timeout, so the soft timeout would never come"
+    assert_equal "2: soft_timeout 30 #{format(below, 30)}",
+                 config_error("worker_processes 2\nsoft_timeout 30\ntimeout 30\n")
+    assert_equal "1: soft_timeout 45 #{format(below, 10)}", config_error("soft_timeout 45\ntimeout 60\ntimeout 10\n")
+    assert_equal "1: soft_timeout 60 #{format(below, 60)}", config_error("soft_timeout 60\n")
+    assert_equal "3: soft_timeout expects a number of seconds > 0 (or nil: off), got 0",
+                 config_error("timeout 10\n\nsoft_timeout 0\n")
+    assert_equal "1: soft_timeout expects a number of seconds > 0 (or nil: off), got \"15\"",
+                 config_error("soft_timeout '15'\n")
+    assert_equal "1: soft_timeout's one option is keep_worker: true or false, got {:keep=>true}",
+                 config_error("soft_timeout 5, keep: true\n")
+    assert_equal "1: soft_timeout's one option is keep_worker: true or false, got {:keep_worker=>\"yes\"}",
+                 config_error("soft_timeout 5, keep_worker: 'yes'\n")
+  end
+
   def test_unsupported_listen_option
     path = write_config("listen ':9000', tcp_nopushh: true\n")
     e = assert_raises(Narwhal::ConfigError) { Narwhal::Configurator.new(file: path) }
