@@ -25,6 +25,7 @@ static const struct {
   [NW_SB_CONNECTIONS_ACCEPTED] = { "CONNECTIONS_ACCEPTED", "connections_accepted" },
   [NW_SB_REQUESTS_REJECTED] = { "REQUESTS_REJECTED", "requests_rejected" },
   [NW_SB_APP_ERRORS] = { "APP_ERRORS", "app_errors" },
+  [NW_SB_REQUEST_TIMEOUTS] = { "REQUEST_TIMEOUTS", "request_timeouts" },
 };
 
 static void board_free(void *ptr)

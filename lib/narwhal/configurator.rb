@@ -31,6 +31,8 @@ module Narwhal
       threads: 1,
       worker_connections: 1000,
       timeout: 60,
+      soft_timeout: nil,
+      soft_timeout_keep_worker: false,
       preload_app: false,
       before_fork: NOOP_HOOK,
       after_fork: NOOP_HOOK,
@@ -56,9 +58,14 @@ module Narwhal
       keepalive_timeout: 5,
       keepalive_requests: 1000,
       client_timeout: 30,
+      client_header_timeout: nil, # nil: client_timeout's value
+      client_body_timeout: nil,
       write_timeout: 30,
+      response_buffer_size: 64 * KIB,
+      response_spool_max: 256 * MIB,
       default_listen: "127.0.0.1:8080"
     }.freeze
+    CLIENT_TIMEOUT_PARTS = %i[client_header_timeout client_body_timeout].freeze
 
     # Request threads per worker at most, and in all workers together: the
     # scoreboard has a sub-slot per thread, and beyond these the GVL leaves
@@ -74,6 +81,8 @@ module Narwhal
       @settings[:worker_processes] = WebConcurrency.worker_processes || DEFAULTS[:worker_processes]
       @file = file
       load_file(file) if file
+      # client_timeout is the umbrella: it sets each part not given on its own
+      CLIENT_TIMEOUT_PARTS.each { |part| @settings[part] ||= @settings[:client_timeout] }
     end
 
     # --threads N: wins over the config file.
@@ -127,7 +136,9 @@ module Narwhal
     private
 
     def load_file(path)
-      DSL.new(self).instance_eval(read_file(path), File.expand_path(path), 1)
+      dsl = DSL.new(self)
+      dsl.instance_eval(read_file(path), File.expand_path(path), 1)
+      dsl.check_whole_file
     rescue ConfigError
       raise
     rescue ScriptError, StandardError => e
@@ -172,8 +183,10 @@ module Narwhal
 
       # Directives that only check a type and a lower bound.
       INTEGERS = { worker_connections: 1, client_body_buffer_size: 0, max_request_line: 64, max_header_size: 256,
-                   max_header_fields: 1, keepalive_requests: 1 }.freeze
-      NUMBERS = { timeout: 0.001, keepalive_timeout: 0, client_timeout: 0.001, write_timeout: 0.001 }.freeze
+                   max_header_fields: 1, keepalive_requests: 1, response_buffer_size: 0,
+                   response_spool_max: 0 }.freeze
+      NUMBERS = { timeout: 0.001, keepalive_timeout: 0, client_timeout: 0.001, client_header_timeout: 0.001,
+                  client_body_timeout: 0.001, write_timeout: 0.001 }.freeze
       # trust_x_forwarded is accepted for Unicorn configs: narwhal leaves
       # rack.url_scheme alone; Rack::Request#scheme and #ssl? read
       # X-Forwarded-Proto themselves.
@@ -233,6 +246,29 @@ module Narwhal
         @config.settings[:user] = [user, group]
       end
 
+      # soft_timeout SECONDS, keep_worker: false; nil turns it off. Checked
+      # against timeout once the whole file is read (either may come first).
+      def soft_timeout(seconds, options = {})
+        check(seconds.nil? || (seconds.is_a?(Numeric) && seconds.positive?),
+              "soft_timeout expects a number of seconds > 0 (or nil: off), got #{seconds.inspect}")
+        check(options.is_a?(Hash) && options.keys.all?(:keep_worker) &&
+              [true, false].include?(options.fetch(:keep_worker, false)),
+              "soft_timeout's one option is keep_worker: true or false, got #{options.inspect}")
+        @soft_timeout_line = config_line
+        @config.settings[:soft_timeout] = seconds
+        @config.settings[:soft_timeout_keep_worker] = options.fetch(:keep_worker, false)
+      end
+
+      # What one directive cannot check alone, after the last line ran.
+      def check_whole_file
+        soft = @config.settings[:soft_timeout]
+        timeout = @config.settings[:timeout]
+        return unless soft && soft >= timeout
+
+        raise ConfigError, "#{@soft_timeout_line}: soft_timeout #{soft} must be below timeout (#{timeout}): " \
+                           "the master kills the worker at timeout, so the soft timeout would never come"
+      end
+
       def client_max_body_size(bytes)
         if bytes.nil?
           @config.settings[:client_max_body_size] = nil
@@ -253,7 +289,7 @@ module Narwhal
       end
 
       def self.directives
-        public_instance_methods(false) - %i[method_missing respond_to_missing?]
+        public_instance_methods(false) - %i[method_missing respond_to_missing? check_whole_file]
       end
 
       def respond_to_missing?(*) = false
@@ -296,10 +332,14 @@ module Narwhal
         fail_at(message) unless ok
       end
 
-      # The first frame outside this file is the config line at fault.
       def fail_at(message)
+        raise ConfigError, "#{config_line}: #{message}"
+      end
+
+      # The first frame outside this file is the config line at fault.
+      def config_line
         frame = caller_locations.find { |l| l.path != __FILE__ }
-        raise ConfigError, "#{frame&.path}:#{frame&.lineno}: #{message}"
+        "#{frame&.path}:#{frame&.lineno}"
       end
     end
   end

@@ -9,9 +9,16 @@ module Narwhal
   # dispatcher. Requests it will not serve get their 4xx here, then the
   # connection lingers (drains what the client still sends) and closes.
   #
-  # It is a Reactor handler: #on_readable and #on_timeout return what the
-  # reactor should do with it next (KEEP, CLOSE, RELEASE). It never blocks
-  # on reading, so a slow client holds no app thread.
+  # It is a Reactor handler: #on_readable, #on_writable and #on_timeout
+  # return what the reactor should do with it next (KEEP, WRITE, CLOSE,
+  # RELEASE). It never blocks on reading, so a slow client holds no app
+  # thread; a response its client does not read fast enough is finished by
+  # the reactor from the connection's spool (WRITE, #on_writable).
+  #
+  # Its deadline: a total for the head (client_header_timeout, from the
+  # request's first byte; from accept for a connection's first request),
+  # progress for the body (client_body_timeout, moved by each read of body
+  # bytes), keepalive_timeout between requests.
   class Connection
     READ_SIZE = 16 * 1024
     # After an error response we read and drop what the client still sends,
@@ -28,12 +35,14 @@ module Narwhal
     # The deadline while the app has the request: the master's `timeout`
     # and soft_timeout watch it, not the reactor.
     NO_DEADLINE = Float::INFINITY
+    SEND = 5 # the response is complete; the reactor sends what is spooled
 
     CONTINUE = "HTTP/1.1 100 Continue\r\n\r\n"
     REQUEST_METHOD = Request::REQUEST_METHOD
     PATH_INFO = Request::PATH_INFO
 
     KEEP = Reactor::KEEP
+    WRITE = Reactor::WRITE
     CLOSE = Reactor::CLOSE
     RELEASE = Reactor::RELEASE
     PARK = Reactor::PARK
@@ -53,7 +62,8 @@ module Narwhal
       limits = context.limits
       @keepalive_timeout = limits.keepalive_timeout
       @keepalive_requests = limits.keepalive_requests
-      @client_timeout = limits.client_timeout
+      @header_timeout = limits.client_header_timeout
+      @body_timeout = limits.client_body_timeout
       @parser = HttpParser.new
       @parser.configure(limits.max_request_line, limits.max_header_size,
                         limits.max_header_fields, limits.max_body_size)
@@ -64,7 +74,7 @@ module Narwhal
       @requests = 0
       @env = nil
       @input = nil
-      @deadline = Clock.now + @client_timeout
+      @deadline = Clock.now + @header_timeout # the first request's head: from accept
     end
 
     # Between requests on a kept-alive connection, with nothing buffered: a
@@ -109,20 +119,6 @@ module Narwhal
       @requests.zero?
     end
 
-    # The response is done (on the thread that ran it); returns what the
-    # reactor should do with the connection next.
-    def after_response(outcome)
-      finish_request
-      if outcome == Responder::KEEP && !@request.hijacked?
-        # a graceful stop began while the app ran: do not keep it idle
-        return CLOSE unless @context.keepalive
-
-        @deadline = Clock.now + @keepalive_timeout
-        return KEEP
-      end
-      outcome == Responder::HIJACKED || @request.hijacked? ? RELEASE : CLOSE
-    end
-
     # After #after_response said KEEP on an app thread: a pipelined request
     # already buffered is handed on (to the back of the queue), else the
     # connection waits for more bytes.
@@ -132,13 +128,48 @@ module Narwhal
       process
     end
 
+    # The socket takes bytes again: sends what it takes of the spool; once
+    # all went out, reads again, first the pipelined requests already read.
+    def on_writable
+      return CLOSE if (done = @send.continue).nil?
+
+      @deadline = @send.deadline
+      return WRITE unless done
+
+      @state = IDLE
+      return process if !@send.close_after && @off < @buf.bytesize
+      return CLOSE if @send.close_after || !@context.keepalive # nothing more once stopping
+
+      @deadline = Clock.now + @keepalive_timeout
+      KEEP
+    end
+
     # The deadline passed: 408 to a request being read, else just close.
     def on_timeout
       reject(408) if @state == HEAD || @state == BODY
+      @send.timed_out if @state == SEND
       CLOSE
     end
 
+    # What becomes of the connection once the responder returned: KEEP it
+    # for the next request, WRITE the rest of the response from the spool,
+    # CLOSE it, or RELEASE it (hijacked). Only answers; the caller tells the
+    # reactor (an app thread may call this).
+    def after_response(outcome)
+      hijacked = outcome == Responder::HIJACKED || @request.hijacked?
+      return start_send(outcome) if !hijacked && @out.pending?
+
+      finish_request
+      return RELEASE if hijacked
+      # (with threads, a graceful stop may have begun while the app ran)
+      return CLOSE unless outcome == Responder::KEEP && @context.keepalive
+
+      @deadline = Clock.now + @keepalive_timeout
+      KEEP
+    end
+
     def close
+      @out.discard_spool
       @input&.close
       @input = nil
       @io.close unless @request.hijacked? || @io.closed?
@@ -155,7 +186,7 @@ module Narwhal
           @state = HEAD
           @env = @request.start
           @idle_deadline = @deadline
-          @deadline = Clock.now + @client_timeout
+          @deadline = Clock.now + @header_timeout if @requests.positive?
         end
         if @state == HEAD
           @off = @parser.execute(@env, @buf, @off)
@@ -171,7 +202,10 @@ module Narwhal
 
           start_body
         end
-        return KEEP if @state == BODY && !read_body
+        if @state == BODY && !read_body
+          @deadline = Clock.now + @body_timeout # body bytes came (or the head ended): progress
+          return KEEP
+        end
 
         discard_consumed
         action = serve
@@ -220,7 +254,8 @@ module Narwhal
     end
 
     # The request is complete: the dispatcher runs it; then the connection
-    # waits for the next one, closes, or leaves the reactor (hijacked).
+    # waits for the next one, sends the rest of the response, closes, or
+    # leaves the reactor (hijacked).
     def serve
       @requests += 1
       keepalive = @parser.keepalive? && @requests < @keepalive_requests && @context.keepalive
@@ -232,6 +267,17 @@ module Narwhal
       return PARK if outcome == ThreadPool::QUEUED
 
       after_response(outcome)
+    end
+
+    # The app returned, part of its response is spooled: the reactor sends
+    # it (#on_writable).
+    def start_send(outcome)
+      @send ||= PendingSend.new(@out, @context.limits.write_timeout, @context.logger)
+      @send.start(@env, outcome != Responder::KEEP)
+      finish_request
+      @state = SEND
+      @deadline = @send.deadline
+      WRITE
     end
 
     def finish_request
@@ -266,8 +312,10 @@ module Narwhal
       reject(error.status)
     end
 
+    # Sent whole before returning: the socket is shut down next.
     def send_error(status)
       @out.write(ErrorResponse.bytes(status, head: @request.head?))
+      @out.flush
     rescue IOError, SystemCallError
       nil
     end

@@ -1,6 +1,5 @@
 # frozen_string_literal: true
 
-require "securerandom"
 require "stringio"
 require "tmpdir"
 
@@ -133,28 +132,12 @@ module Narwhal
       @data.clear
     end
 
-    # Binary mode in both cases: rack.input must read ASCII-8BIT strings.
-    # Unbuffered (sync): a full disk must fail the write that hits it, not
-    # a later flush.
+    # Binary, as rack.input must read ASCII-8BIT strings.
     def open_tempfile
       @dir = Dir.tmpdir
-      file = begin
-        File.open(@dir, File::RDWR | File::TMPFILE, 0o600)
-      rescue Errno::EOPNOTSUPP, Errno::EISDIR, Errno::EINVAL, NameError
-        named_tempfile
-      end
-      file.sync = true
-      file.binmode
+      UnlinkedTempfile.open(@dir, "narwhal-body")
     rescue SystemCallError => e
       raise StorageError.new("opening", @dir, e)
-    end
-
-    # Without O_TMPFILE (macOS, some file systems): a fresh name, unlinked at once.
-    def named_tempfile
-      path = File.join(@dir, "narwhal-body-#{Process.pid}-#{SecureRandom.hex(8)}")
-      file = File.open(path, File::RDWR | File::CREAT | File::EXCL, 0o600)
-      File.unlink(path)
-      file
     end
   end
 end

@@ -9,6 +9,7 @@ module Narwhal
     DEFAULT_BACKLOG = 1024
     DEFAULT_TRIES = 5
     DEFAULT_DELAY = 0.5
+    DEFAULT_DEFER_ACCEPT = 1 # seconds, as Unicorn
     UNIX_REMOTE_ADDR = "127.0.0.1"
     BOOLEAN_OPTIONS = %i[tcp_nodelay tcp_nopush ipv6only reuseport].freeze
 
@@ -182,11 +183,15 @@ module Narwhal
       raise
     end
 
-    # Unicorn's tcp_defer_accept (true means 1 s): the kernel hands over a
-    # connection only once its first bytes arrived. accept_filter is the
-    # FreeBSD equivalent and has no effect here.
+    # Unicorn's tcp_defer_accept, on (1 s) unless false/nil/0: the kernel
+    # hands over a connection only once its first bytes arrived, so a worker
+    # woken for a connection has its request to read rather than a silent
+    # socket to juggle (a burst of connects would otherwise be accepted
+    # ahead of their requests). One still silent then is handed over anyway
+    # (after about 1 s) and ends at client_header_timeout. accept_filter is
+    # the FreeBSD equivalent and has no effect here.
     def defer_accept(sock)
-      seconds = @options[:tcp_defer_accept]
+      seconds = @options.fetch(:tcp_defer_accept, DEFAULT_DEFER_ACCEPT)
       seconds = 1 if seconds == true
       return unless seconds.is_a?(Integer) && seconds.positive? && Socket.const_defined?(:TCP_DEFER_ACCEPT)
 

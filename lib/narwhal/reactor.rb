@@ -12,6 +12,11 @@ module Narwhal
   # took the socket, as with rack.hijack). It also has #deadline (a Clock
   # time) and #idle? (may be closed on a graceful stop).
   #
+  # WRITE: the handler has bytes to send that the socket would not take.
+  # The reactor then waits for the descriptor to be writable, not readable,
+  # and calls #on_writable, which answers the same way: WRITE (more to
+  # send), KEEP (all sent: wait for reading again), CLOSE or RELEASE.
+  #
   # Listeners are registered with EPOLLEXCLUSIVE: of the workers waiting on
   # a shared listener, the kernel wakes one per new connection. A worker
   # busy in the app is not waiting, so it is never the one woken. Accepting
@@ -28,6 +33,7 @@ module Narwhal
   # that this loop empties, as it alone closes).
   class Reactor
     KEEP = :keep
+    WRITE = :write
     CLOSE = :close
     RELEASE = :release
     PARK = :park
@@ -57,10 +63,12 @@ module Narwhal
       @gate = gate
       # handlers are reported once per arming when threads may hold them
       @handler_events = gate ? Poller::READ | Poller::ONESHOT : Poller::READ
+      @write_events = gate ? Poller::WRITE | Poller::ONESHOT : Poller::WRITE
       @full = false       # max_handlers reached
       @gate_open = true
       @wake_w = nil
       @targets = []   # fd => handler or Watcher
+      @writing = []   # fd => true while its handler waits to write
       @acceptors = [] # listener fd => Acceptor
       @handlers = {}  # handler => fd
       @listeners = []
@@ -117,11 +125,12 @@ module Narwhal
     end
 
     # From an app thread: the handler it had (PARK) comes back with what
-    # should happen to it now. KEEP re-arms it here (epoll allows that from
-    # any thread); the others are done by the loop, the one owner of closing.
+    # should happen to it now. KEEP and WRITE re-arm it here (epoll allows
+    # that from any thread); CLOSE and RELEASE are done by the loop, the one
+    # owner of closing.
     def resume(handler, action)
-      if action == KEEP && (fd = @handlers[handler])
-        @poller.modify(fd, @handler_events)
+      if (action == KEEP || action == WRITE) && (fd = @handlers[handler])
+        wait_for(fd, action == WRITE)
       else
         @mail_lock.synchronize { @mailbox.push(handler, action) }
         wake
@@ -187,16 +196,19 @@ module Narwhal
       return unless @targets[fd]
 
       @targets[fd] = nil
+      @writing[fd] = nil
       @poller.delete(fd)
     end
 
     def dispatch(target, fd)
-      action = target.on_readable
-      if action == KEEP
-        @poller.modify(fd, @handler_events) if @gate && @handlers.key?(target)
-      elsif action != PARK
-        apply(target, fd, action)
+      if @writing[fd]
+        action = target.on_writable
+        return if action == WRITE && !@gate # level-triggered: still watched
+      else
+        action = target.on_readable
+        return if action == KEEP && (!@gate || !@handlers.key?(target)) # watchers stay armed
       end
+      apply(target, fd, action)
     rescue StandardError => e
       # a bug must cost one connection, never the process
       internal_error(e)
@@ -204,12 +216,26 @@ module Narwhal
     end
 
     def apply(handler, fd, action)
-      return if action == KEEP
+      return if action == PARK
 
+      if action == KEEP || action == WRITE
+        writing = action == WRITE
+        # ONESHOT: armed again after every report; else only on a change
+        wait_for(fd, writing) if @gate || writing != (@writing[fd] || false)
+        return
+      end
       forget(fd)
       @handlers.delete(handler)
       handler.close if action == CLOSE
       room_again if @full
+    end
+
+    # Switches what fd is watched for: writable (#on_writable) or readable;
+    # also re-arms a ONESHOT one. From an app thread too (#resume): epoll
+    # allows it, and the loop reads @writing[fd] only for a reported fd.
+    def wait_for(fd, writing)
+      @writing[fd] = writing
+      @poller.modify(fd, writing ? @write_events : @handler_events)
     end
 
     def drop(handler)
@@ -332,11 +358,7 @@ module Narwhal
     # Also for a handler the loop already dropped (close_all): then nothing.
     def mailed(handler, action)
       fd = @handlers[handler] or return
-      if action == KEEP
-        @poller.modify(fd, @handler_events)
-      else
-        apply(handler, fd, action)
-      end
+      apply(handler, fd, action)
     end
 
     def sweep(now)

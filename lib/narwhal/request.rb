@@ -89,8 +89,10 @@ module Narwhal
       @after_reply.clear
     end
 
-    # rack.hijack (full hijack): the app takes the socket.
+    # rack.hijack (full hijack): the app takes the socket, after anything
+    # spooled for it (103 Early Hints).
     def hijack
+      @out.flush
       @hijacked = true
       @env[RACK_HIJACK_IO] = @out.io if @env
       @out.io

@@ -10,6 +10,12 @@ module Narwhal
   # One per thread that runs the app (one per worker today). It keeps the
   # current response's status, headers and error in instance variables,
   # not in an array per request, and forgets them once it is done.
+  #
+  # With soft_timeout on, each request runs under the thread's
+  # SoftTimeout::Watch: Narwhal::RequestTimeout can interrupt the app's
+  # code only, and is answered here (503, or a closed connection once
+  # bytes went out; logged with its backtrace; rack.response_finished
+  # gets it). on_timeout then tells the worker its app may be broken.
   class Responder
     KEEP = :keep
     CLOSE = :close
@@ -19,15 +25,33 @@ module Narwhal
     PATH_INFO = Request::PATH_INFO
 
     # slot: the calling thread's scoreboard slot; counters: the worker's.
-    def initialize(app, logger, slot, counters)
+    # soft_timeout: this thread's SoftTimeout::Watch (nil: soft_timeout is
+    # off). on_timeout: called, on this thread, once a request's app code
+    # was interrupted by it (the worker may want to retire).
+    def initialize(app, logger, slot, counters, soft_timeout: nil, on_timeout: nil)
       @app = app
       @logger = logger
       @slot = slot
       @counters = counters
       @writer = ResponseWriter.new(logger)
+      @watch = soft_timeout
+      @on_timeout = on_timeout
+      @timeout_logged = false
     end
 
     def respond(request)
+      return run(request) unless @watch
+
+      outcome = @watch.serve { run(request) }
+      interrupted(request.env) if @watch.interrupted?
+      outcome
+    end
+
+    private
+
+    # Without a watch every step is plain: the request path is the one it
+    # was before soft_timeout existed.
+    def run(request)
       env = request.env
       @slot.request_started
       begin
@@ -40,19 +64,28 @@ module Narwhal
       outcome
     end
 
-    private
-
-    # The outcome; CLOSE on any failure, which is kept in @error.
+    # The outcome; CLOSE on any failure, which is kept in @error. The app's
+    # code (the call, the body's each/call/close) is what a soft timeout
+    # may interrupt; the writes to the socket within it never are.
     def call_app(request, env)
-      status, headers, body = @app.call(env)
+      status, headers, body = @watch ? @watch.interruptible { @app.call(env) } : @app.call(env)
       return HIJACKED if request.hijacked?
 
       @status = status
       @headers = headers
-      written = @writer.write(request.out, status, headers, body, request.flags)
+      written = if @watch
+                  out = @watch.writer(request.out)
+                  @watch.interruptible { @writer.write(out, status, headers, body, request.flags) }
+                else
+                  @writer.write(request.out, status, headers, body, request.flags)
+                end
       return KEEP if written == true
 
       written == ResponseWriter::HIJACKED || request.hijacked? ? HIJACKED : CLOSE
+    rescue RequestTimeout => e
+      @error = e
+      request_timeout(request, env, e)
+      CLOSE
     rescue WriteTimeout => e
       @logger.warn("write timeout: #{e.message}, closing (#{env[REQUEST_METHOD]} #{env[PATH_INFO]})")
       @error = e
@@ -67,7 +100,7 @@ module Narwhal
       app_error(request, env, e)
       CLOSE
     ensure
-      close_body(body)
+      close_body(request, env, body)
     end
 
     def app_error(request, env, error)
@@ -82,10 +115,52 @@ module Narwhal
       nil
     end
 
-    def close_body(body)
-      body.close if body.respond_to?(:close)
+    def close_body(request, env, body)
+      return unless body.respond_to?(:close)
+
+      @watch ? @watch.interruptible { body.close } : body.close
+    rescue RequestTimeout => e
+      @error ||= e
+      request_timeout(request, env, e, in_close: true)
     rescue StandardError => e
       @logger.error("body.close failed: #{e.class}: #{e.message}")
+    end
+
+    # soft_timeout interrupted the app: 503 while no response byte went
+    # out (it closes the connection), else the connection just closes. In
+    # body.close the answer is already decided (sent, or an error's).
+    def request_timeout(request, env, error, in_close: false)
+      @timeout_logged = true
+      @counters.count(Scoreboard::REQUEST_TIMEOUTS)
+      answer = if in_close then "in body.close, after the response"
+               elsif request.hijacked? then "the app had taken the connection"
+               elsif @watch.response_started? then "response cut short, closing"
+               else "answered 503, closing"
+               end
+      @logger.error("request timeout: #{env[REQUEST_METHOD]} #{env[PATH_INFO]} ran #{elapsed}s, past " \
+                    "soft_timeout (#{@watch.seconds}s); #{answer}#{ErrorMessage.backtrace(error)}")
+      return if in_close || @watch.response_started? || request.hijacked?
+
+      request.out.write(ErrorResponse.bytes(503, head: request.head?))
+    rescue IOError, SystemCallError
+      nil
+    end
+
+    # After the request: its app code took a RequestTimeout. Logged above
+    # unless the app rescued it and answered itself.
+    def interrupted(env)
+      unless @timeout_logged
+        @counters.count(Scoreboard::REQUEST_TIMEOUTS)
+        @logger.error("request timeout: #{env[REQUEST_METHOD]} #{env[PATH_INFO]} was interrupted past " \
+                      "soft_timeout (#{@watch.seconds}s), but the app rescued #{RequestTimeout} and answered itself")
+      end
+      @timeout_logged = false
+      @on_timeout&.call
+    end
+
+    def elapsed
+      busy = @slot.busy_for
+      busy ? busy.round(3) : "?"
     end
 
     # rack.response_finished callables run in reverse order of registration

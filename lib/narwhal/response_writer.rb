@@ -43,6 +43,7 @@ module Narwhal
       case mode
       when ResponseHead::DONE then return @head.keepalive?
       when ResponseHead::HIJACK
+        out.flush # the app writes to the socket itself: the head goes first
         @head.hijack.call(out.io)
         return HIJACKED
       end

@@ -17,10 +17,13 @@ module Narwhal
   # found when it returns).
   class Server
     Limits = Struct.new(:body_buffer_size, :max_body_size, :max_request_line, :max_header_size,
-                        :max_header_fields, :keepalive_timeout, :keepalive_requests, :client_timeout,
-                        :write_timeout, keyword_init: true)
+                        :max_header_fields, :keepalive_timeout, :keepalive_requests, :client_header_timeout,
+                        :client_body_timeout, :write_timeout, keyword_init: true)
 
     SIGNALS = %w[QUIT INT TERM USR1].freeze
+    # Queued with the signals by an app thread whose request soft_timeout
+    # interrupted: the reactor's thread retires the worker.
+    RETIRE = :retire
 
     # listeners: already bound Listener objects (a worker's), or nil to bind
     # the configured addresses. scoreboard/slot: where request start times
@@ -34,8 +37,8 @@ module Narwhal
         body_buffer_size: config[:client_body_buffer_size], max_body_size: config[:client_max_body_size],
         max_request_line: config[:max_request_line], max_header_size: config[:max_header_size],
         max_header_fields: config[:max_header_fields], keepalive_timeout: config[:keepalive_timeout],
-        keepalive_requests: config[:keepalive_requests], client_timeout: config[:client_timeout],
-        write_timeout: config[:write_timeout]
+        keepalive_requests: config[:keepalive_requests], client_header_timeout: config[:client_header_timeout],
+        client_body_timeout: config[:client_body_timeout], write_timeout: config[:write_timeout]
       ).freeze
       @standalone = listeners.nil?
       @listeners = listeners || []
@@ -45,6 +48,9 @@ module Narwhal
       @scoreboard = scoreboard
       @slot = slot
       @counters = scoreboard.worker_slot(slot)
+      # one per process: the bound on what its connections spool together
+      @spool_budget = SpoolBudget.new(config[:response_spool_max], config[:response_buffer_size])
+      @soft_timeout = SoftTimeout.new(config[:soft_timeout], @logger) if config[:soft_timeout]
       @context = Connection::Context.new(@limits, dispatcher, @logger, @counters, true)
       @master_pipe = master_pipe
       @ready = ready
@@ -67,6 +73,7 @@ module Narwhal
       install_signals
       @reactor.watch(@master_pipe) { master_gone } if @master_pipe
       @pool&.start(@reactor)
+      @soft_timeout&.start
       @counters.accepting = true
       @ready ? @ready.call : @logger.info("narwhal #{VERSION} serving pid=#{Process.pid}")
       @reactor.run
@@ -74,20 +81,42 @@ module Narwhal
     ensure
       @counters.accepting = false
       @pool&.stop(wait: false)
+      @soft_timeout&.stop
       @listeners.each(&:close) if @standalone
       restore_signals
     end
 
     private
 
-    # Inline with one thread, else a pool with a responder per thread.
+    # Inline with one thread, else a pool with a responder per thread
+    # (each thread is watched by soft_timeout, when on, once it serves).
     def dispatcher
-      responders = Array.new(@threads) do |i|
-        Responder.new(@app, @logger, @scoreboard.thread_slot(@slot, i), @counters)
-      end
+      responders = Array.new(@threads) { |i| responder_for(Thread.current, @scoreboard.thread_slot(@slot, i)) }
       return Dispatcher::Inline.new(responders.first) if @threads == 1
 
       @pool = ThreadPool.new(responders, @scoreboard, @slot, @logger)
+    end
+
+    # The Responder of one app thread, given its scoreboard thread slot;
+    # with soft_timeout on, the watchdog watches the thread. Request
+    # threads: one call per thread, each with its own slot.
+    def responder_for(thread, thread_slot)
+      watch = @soft_timeout&.watch(thread, thread_slot)
+      Responder.new(@app, @logger, thread_slot, @counters,
+                    soft_timeout: watch, on_timeout: method(:request_interrupted))
+    end
+
+    # On the app thread, after soft_timeout interrupted its request: the
+    # app's state may be broken, so the worker retires (the master starts a
+    # fresh one) unless told to keep it, or there is no master. The stop
+    # goes through the signal queue's self-pipe so that the reactor's own
+    # thread does it, between two events: an app thread must not touch
+    # the reactor, and even on the reactor's thread this runs inside a
+    # connection's callback.
+    def request_interrupted
+      return if @config[:soft_timeout_keep_worker] || @standalone
+
+      @signals&.push(RETIRE)
     end
 
     # Each connection accepted on listener gets its reading side and its
@@ -95,10 +124,11 @@ module Narwhal
     def accept_from(listener)
       template = base_env.merge(listener.env_defaults).freeze
       write_timeout = @limits.write_timeout
+      budget = @spool_budget
       early_hints = @config[:early_hints]
       @reactor.add_listener(listener) do |sock|
         @counters.count(Scoreboard::CONNECTIONS_ACCEPTED)
-        out = SocketWriter.new(sock, write_timeout)
+        out = SocketWriter.new(sock, write_timeout, budget)
         request = Request.new(template, out, listener.remote_addr(sock), early_hints: early_hints, server: @context)
         Connection.new(sock, request, @context)
       end
@@ -148,6 +178,8 @@ module Narwhal
         case sig
         when "USR1" then LogReopener.reopen_logs(@config, @logger)
         when "QUIT" then graceful_stop("QUIT received: finishing requests in progress")
+        when RETIRE
+          graceful_stop("retiring after a soft timeout: finishing requests in progress, then exiting to be replaced")
         else
           @context.keepalive = false
           @exiting_now = true

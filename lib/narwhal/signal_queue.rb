@@ -42,6 +42,13 @@ module Narwhal
       names.each { |name| install(name, &block) }
     end
 
+    # Queues an event that is not a signal, from any thread of the process:
+    # the loop takes it in order with the signals, on its own thread.
+    def push(name)
+      @queue << name
+      wake
+    end
+
     # The oldest signal not yet taken, or nil.
     def pop
       @queue.shift

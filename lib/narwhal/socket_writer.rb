@@ -9,10 +9,16 @@ module Narwhal
   # A client took no bytes for write_timeout seconds.
   class WriteTimeout < ClientGone; end
 
-  # Writes whole strings and files to a non-blocking client socket, giving
-  # up with WriteTimeout when the client takes nothing for `timeout` seconds,
-  # so that a client that stops reading cannot hold the serving thread.
-  # Socket errors surface as ClientGone.
+  # Writes a connection's responses to its non-blocking socket without
+  # waiting for the client: what the socket will not take now goes to the
+  # connection's ResponseSpool, which every later write first tries to send
+  # (so a client that reads promptly gets each byte as it is written), and
+  # which the reactor finishes sending once the response is complete
+  # (#pending?, #flush_nonblock).
+  #
+  # Without a budget, or once the worker's SpoolBudget is spent, it waits
+  # for the client instead, giving up with WriteTimeout when the client
+  # takes nothing for `timeout` seconds. Socket errors surface as ClientGone.
   class SocketWriter
     # Bytes handed to sendfile(2) per call.
     FILE_SLICE = 1024 * 1024
@@ -21,43 +27,120 @@ module Narwhal
 
     attr_reader :io
 
-    def initialize(io, timeout)
+    # budget: the worker's SpoolBudget; nil never spools.
+    def initialize(io, timeout, budget = nil)
       @io = io
       @timeout = timeout
+      @budget = budget
+      @spool = nil # made on the first write the socket does not take whole
     end
 
     def write(str)
+      return write_behind_spool(str) if @spool && !@spool.empty?
+
       n = @io.write_nonblock(str, exception: false)
       return if n == str.bytesize # the usual case: one syscall, no allocation
 
-      write_rest(str, n)
-    rescue ClientGone
-      raise
-    rescue IOError, SystemCallError => e
-      raise ClientGone, "#{e.class}: #{e.message}"
+      n = 0 if n == :wait_writable
+      spool_or_wait(n.zero? ? str : str.byteslice(n, str.bytesize - n))
+    rescue StandardError => e
+      raise client_gone(e)
     end
 
     # Sends length bytes of the open file from its start; returns the bytes
-    # sent (fewer when the file is shorter than length).
+    # sent or spooled (fewer when the file is shorter than length).
     def write_file(file, length)
+      if @spool && !@spool.empty?
+        @spool.flush_nonblock(@io)
+        return length if !@spool.empty? && spool_file(file, 0, length)
+      end
+      wait_for_spool
       if Narwhal.respond_to?(:sendfile_nonblock)
         sendfile(file, length)
       else
         copy_by_reading(file, length)
       end
-    rescue ClientGone
+    rescue StandardError => e
+      raise client_gone(e)
+    end
+
+    # True while spooled bytes wait to be sent.
+    def pending?
+      !@spool.nil? && !@spool.empty?
+    end
+
+    # Sends what the socket takes now of the spool; returns the bytes sent.
+    # Raises ClientGone, or ResponseSpool::ShortFile when a file body ended
+    # early (the spool is dropped either way).
+    def flush_nonblock
+      @spool.flush_nonblock(@io)
+    rescue ResponseSpool::ShortFile
+      discard_spool
       raise
-    rescue IOError, SystemCallError => e
-      raise ClientGone, "#{e.class}: #{e.message}"
+    rescue StandardError => e
+      raise client_gone(e)
+    end
+
+    # Sends the whole spool, waiting for the client under the timeout:
+    # before the socket is handed to someone else (hijack) or shut down.
+    def flush
+      wait_for_spool
+    rescue StandardError => e
+      raise client_gone(e)
+    end
+
+    # Frees what is spooled (the connection closes).
+    def discard_spool
+      @spool&.close
     end
 
     private
 
-    def write_rest(str, written)
-      written = 0 if written == :wait_writable
+    # An error of the socket or the spool as ClientGone; the spool is
+    # dropped, as the response cannot be completed. Anything else unchanged.
+    def client_gone(error)
+      return error unless error.is_a?(IOError) || error.is_a?(SystemCallError) ||
+                          error.is_a?(ResponseSpool::ShortFile)
+
+      discard_spool
+      error.is_a?(ClientGone) ? error : ClientGone.new("#{error.class}: #{error.message}")
+    end
+
+    def write_behind_spool(str)
+      @spool.flush_nonblock(@io)
+      return write(str) if @spool.empty?
+
+      spool_or_wait(str)
+    end
+
+    # rest: what the socket did not take of a write.
+    def spool_or_wait(rest)
+      return if @budget && (@spool ||= ResponseSpool.new(@budget)).append(rest)
+
+      wait_for_spool
+      write_waiting(rest)
+    end
+
+    # File ranges take no bytes from the budget, but none is spooled when
+    # spooling is off (a budget of 0).
+    def spool_file(file, offset, length)
+      return false unless @budget&.max&.positive?
+
+      (@spool ||= ResponseSpool.new(@budget)).append_file(file, offset, length)
+    end
+
+    def wait_for_spool
+      return unless @spool
+
+      wait_writable until @spool.flush_nonblock(@io) && @spool.empty?
+    end
+
+    def write_waiting(str)
+      written = 0
       while written < str.bytesize
         wait_writable
-        n = @io.write_nonblock(str.byteslice(written, str.bytesize - written), exception: false)
+        n = @io.write_nonblock(written.zero? ? str : str.byteslice(written, str.bytesize - written),
+                               exception: false)
         written += n unless n == :wait_writable
       end
     end
@@ -69,6 +152,8 @@ module Narwhal
       while sent < length
         n = Narwhal.sendfile_nonblock(out, src, sent, [FILE_SLICE, length - sent].min)
         if n.nil?
+          return length if spool_file(file, sent, length - sent)
+
           wait_writable
         elsif n.zero?
           break # the file shrank

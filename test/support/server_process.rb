@@ -16,7 +16,8 @@ module Narwhal
     # app: the text of a config.ru; config: the text of a -c file or nil;
     # lint: wrap the app in Rack::Lint (default true); wrapper: a command
     # that runs narwhal by exec'ing its arguments (the pid stays narwhal's);
-    # files: more files for the app's directory, { "name" => "text" }.
+    # files: more files for the app's directory, { "name" => "text" };
+    # listen: nil when the config file's `listen` lines say where.
     def initialize(app:, config: nil, args: [], lint: true, listen: "127.0.0.1:0", env: {}, wrapper: [], files: {})
       @dir = Dir.mktmpdir("narwhal-test")
       files.each { |name, text| File.write(File.join(@dir, name), text) }
@@ -25,7 +26,8 @@ module Narwhal
       File.write(ru, lint ? "require 'rack/lint'\nuse Rack::Lint\n#{app}" : app)
       # -N: the tests' own Rack::Lint is the only middleware (a second Lint
       # from development's defaults breaks on to_ary bodies)
-      argv = [*wrapper, RbConfig.ruby, "-I", File.join(ROOT, "lib"), EXE, "-N", "-l", listen]
+      argv = [*wrapper, RbConfig.ruby, "-I", File.join(ROOT, "lib"), EXE, "-N"]
+      argv += ["-l", listen] if listen
       if config
         File.write(File.join(@dir, "narwhal.conf.rb"), config)
         argv += ["-c", File.join(@dir, "narwhal.conf.rb")]

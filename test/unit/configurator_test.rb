@@ -35,6 +35,36 @@ class ConfiguratorTest < Minitest::Test
     assert c[:early_hints]
   end
 
+  def config(text)
+    Narwhal::Configurator.new(file: write_config(text))
+  end
+
+  def client_timeouts(c)
+    [c[:client_header_timeout], c[:client_body_timeout]]
+  end
+
+  def test_client_timeout_parts_default_to_the_umbrella
+    assert_equal [30, 30], client_timeouts(Narwhal::Configurator.new)
+    assert_equal [7, 7], client_timeouts(config("client_timeout 7\n"))
+  end
+
+  def test_a_client_timeout_part_given_on_its_own_wins_in_either_order
+    assert_equal [2, 7], client_timeouts(config("client_header_timeout 2\nclient_timeout 7\n"))
+    assert_equal [2, 7], client_timeouts(config("client_timeout 7\nclient_header_timeout 2\n"))
+    assert_equal [7, 0.5], client_timeouts(config("client_body_timeout 0.5\nclient_timeout 7\n"))
+    assert_equal [7, 0.5], client_timeouts(config("client_timeout 7\nclient_body_timeout 0.5\n"))
+    assert_equal [2, 60], client_timeouts(config("client_body_timeout 60\nclient_header_timeout 2\n"))
+    assert_equal [2, 30], client_timeouts(config("client_header_timeout 2\n")), "the other keeps the default"
+  end
+
+  def test_client_timeouts_are_validated_with_the_line
+    assert_equal "2: client_header_timeout expects a number >= 0.001, got 0",
+                 config_error("client_timeout 5\nclient_header_timeout 0\n")
+    assert_equal "1: client_body_timeout expects a number >= 0.001, got \"30s\"",
+                 config_error("client_body_timeout '30s'\n")
+    assert_equal "1: client_timeout expects a number >= 0.001, got nil", config_error("client_timeout nil\n")
+  end
+
   def config_error(text)
     path = write_config(text)
     e = assert_raises(Narwhal::ConfigError) { Narwhal::Configurator.new(file: path) }
@@ -128,6 +158,16 @@ class ConfiguratorTest < Minitest::Test
     assert_match(/#{Regexp.escape(path)}:2: client_max_body_size expects an Integer >= 1, got "10m"/, e.message)
   end
 
+  def test_response_spool_sizes
+    c = Narwhal::Configurator.new
+    assert_equal 64 * 1024, c[:response_buffer_size]
+    assert_equal 256 * 1024 * 1024, c[:response_spool_max]
+    c = Narwhal::Configurator.new(file: write_config("response_buffer_size 0\nresponse_spool_max 0\n"))
+    assert_equal [0, 0], [c[:response_buffer_size], c[:response_spool_max]]
+    assert_equal "2: response_spool_max expects an Integer >= 0, got -1",
+                 config_error("response_buffer_size 1024\nresponse_spool_max(-1)\n")
+  end
+
   def test_ruby_error_names_file_and_line
     path = write_config("x = 1\nraise 'boom'\n")
     e = assert_raises(Narwhal::ConfigError) { Narwhal::Configurator.new(file: path) }
@@ -138,6 +178,35 @@ class ConfiguratorTest < Minitest::Test
     path = write_config("listen '127.0.0.1:1'\nif\n")
     e = assert_raises(Narwhal::ConfigError) { Narwhal::Configurator.new(file: path) }
     assert_match(/narwhal.rb/, e.message)
+  end
+
+  def test_soft_timeout_is_off_by_default_and_below_timeout_in_any_order
+    c = Narwhal::Configurator.new
+    assert_nil c[:soft_timeout]
+    refute c[:soft_timeout_keep_worker]
+    c = Narwhal::Configurator.new(file: write_config("soft_timeout 20, keep_worker: true\ntimeout 30\n"))
+    assert_equal [20, true], [c[:soft_timeout], c[:soft_timeout_keep_worker]]
+    c = Narwhal::Configurator.new(file: write_config("timeout 5\nsoft_timeout 0.5\n"))
+    assert_equal [0.5, false], [c[:soft_timeout], c[:soft_timeout_keep_worker]]
+    assert_nil Narwhal::Configurator.new(file: write_config("soft_timeout 9\nsoft_timeout nil\n"))[:soft_timeout]
+  end
+
+  # The line is the soft_timeout's, even when the timeout it must stay
+  # under comes later in the file (or is the default).
+  def test_soft_timeout_errors_name_file_and_line
+    below = "must be below timeout (%s): the master kills the worker at timeout, so the soft timeout would never come"
+    assert_equal "2: soft_timeout 30 #{format(below, 30)}",
+                 config_error("worker_processes 2\nsoft_timeout 30\ntimeout 30\n")
+    assert_equal "1: soft_timeout 45 #{format(below, 10)}", config_error("soft_timeout 45\ntimeout 60\ntimeout 10\n")
+    assert_equal "1: soft_timeout 60 #{format(below, 60)}", config_error("soft_timeout 60\n")
+    assert_equal "3: soft_timeout expects a number of seconds > 0 (or nil: off), got 0",
+                 config_error("timeout 10\n\nsoft_timeout 0\n")
+    assert_equal "1: soft_timeout expects a number of seconds > 0 (or nil: off), got \"15\"",
+                 config_error("soft_timeout '15'\n")
+    assert_equal "1: soft_timeout's one option is keep_worker: true or false, got {:keep=>true}",
+                 config_error("soft_timeout 5, keep: true\n")
+    assert_equal "1: soft_timeout's one option is keep_worker: true or false, got {:keep_worker=>\"yes\"}",
+                 config_error("soft_timeout 5, keep_worker: 'yes'\n")
   end
 
   def test_unsupported_listen_option

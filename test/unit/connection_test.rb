@@ -2,6 +2,7 @@
 
 require "test_helper"
 require "support/fake_counters"
+require "minitest/mock"
 require "socket"
 require "logger"
 
@@ -11,7 +12,8 @@ class ConnectionTest < Minitest::Test
   Limits = Narwhal::Server::Limits
   LIMITS = Limits.new(body_buffer_size: 1024, max_body_size: 10_000, max_request_line: 1024,
                       max_header_size: 4096, max_header_fields: 50, keepalive_timeout: 5,
-                      keepalive_requests: 100, client_timeout: 10, write_timeout: 5).freeze
+                      keepalive_requests: 100, client_header_timeout: 10, client_body_timeout: 3,
+                      write_timeout: 5).freeze
   TEMPLATE = { "rack.input" => Narwhal::NullInput::INSTANCE, "SCRIPT_NAME" => "" }.freeze
 
   # Records each request as the app would see it; answers with outcome.
@@ -39,10 +41,20 @@ class ConnectionTest < Minitest::Test
     @dispatcher = FakeDispatcher.new
     @counters = FakeCounters.new
     @log = StringIO.new
+    @conn = new_connection
+  end
+
+  def new_connection
     context = Narwhal::Connection::Context.new(LIMITS, @dispatcher, Logger.new(@log), @counters, true)
     out = Narwhal::SocketWriter.new(@server, 5)
     @request = Narwhal::Request.new(TEMPLATE, out, "10.0.0.1")
-    @conn = Narwhal::Connection.new(@server, @request, context)
+    Narwhal::Connection.new(@server, @request, context)
+  end
+
+  # Runs the block with Clock.now reading @now (set it to move time).
+  def with_clock(start)
+    @now = start
+    Narwhal::Clock.stub(:now, -> { @now }) { yield }
   end
 
   def teardown
@@ -112,12 +124,58 @@ class ConnectionTest < Minitest::Test
     assert_equal "", reply
   end
 
-  def test_the_deadline_is_the_request_timeout_then_the_keepalive_timeout
-    before = Narwhal::Clock.now
-    send_bytes("GET / HTTP/1.1\r\n")
-    assert_in_delta before + LIMITS.client_timeout, @conn.deadline, 1
-    send_bytes("Host: x\r\n\r\n")
-    assert_in_delta before + LIMITS.keepalive_timeout, @conn.deadline, 1
+  def test_the_first_head_is_due_the_header_timeout_after_accept_however_it_trickles
+    with_clock(100.0) do
+      @conn = new_connection # accepted at 100
+      assert_equal 110.0, @conn.deadline
+      @now = 104.0
+      send_bytes("GET / HTTP/1.1\r\n")
+      @now = 109.5
+      send_bytes("Host: x\r\n")
+      assert_equal 110.0, @conn.deadline, "bytes of the head do not move it"
+      send_bytes("\r\n")
+      assert_equal 109.5 + LIMITS.keepalive_timeout, @conn.deadline, "then the keep-alive timeout"
+    end
+  end
+
+  def test_a_later_head_is_due_the_header_timeout_after_its_first_byte
+    with_clock(100.0) do
+      @conn = new_connection
+      send_bytes("GET /1 HTTP/1.1\r\nHost: x\r\n\r\n")
+      @now = 104.0
+      send_bytes("G")
+      assert_equal 114.0, @conn.deadline
+      @now = 113.0
+      send_bytes("ET /2 HTTP/1.1\r\nHost: x\r\n")
+      assert_equal 114.0, @conn.deadline, "bytes of the head do not move it"
+    end
+    assert_equal :close, @conn.on_timeout
+    assert_match(%r{\AHTTP/1.1 408 Request Timeout\r\n}, reply)
+  end
+
+  def test_the_body_deadline_moves_with_each_read_of_body_bytes
+    with_clock(100.0) do
+      @conn = new_connection
+      send_bytes("POST /p HTTP/1.1\r\nHost: x\r\nContent-Length: 9\r\n\r\n")
+      assert_equal 100.0 + LIMITS.client_body_timeout, @conn.deadline, "from the end of the head"
+      [102.0, 104.5, 107.0].each_with_index do |now, i|
+        @now = now
+        send_bytes(%w[abc def gh][i])
+        assert_equal now + LIMITS.client_body_timeout, @conn.deadline, "progress at #{now}"
+      end
+      assert_empty @dispatcher.seen
+      @now = 109.9 # 12.9 s after the head started: past the header timeout, the body still moves
+      send_bytes("i")
+      assert_equal "abcdefghi", @dispatcher.seen.first[:body]
+      assert_equal 109.9 + LIMITS.keepalive_timeout, @conn.deadline
+    end
+  end
+
+  def test_a_stalled_body_gets_408
+    send_bytes("POST /p HTTP/1.1\r\nHost: x\r\nContent-Length: 9\r\n\r\nabc")
+    assert_equal :close, @conn.on_timeout
+    assert_match(%r{\AHTTP/1.1 408 Request Timeout\r\n}, reply)
+    assert_empty @dispatcher.seen
   end
 
   def test_the_outcome_decides_the_connection
@@ -146,6 +204,73 @@ class ConnectionTest < Minitest::Test
     @client.write("GET / HTTP/1.1\r\nHost: x\r\n\r\n")
     conn.on_readable
     assert_equal Narwhal::Request::HTTP11, @dispatcher.seen.first[:flags]
+  end
+
+  BIG = 4 * 1024 * 1024 # more than a socket pair buffers
+
+  # The connection with a writer that spools, as a worker's are; the app
+  # answers /big with more than the socket takes.
+  def spooling(keepalive: true)
+    @budget = Narwhal::SpoolBudget.new(64 * 1024 * 1024, 64 * 1024)
+    context = Narwhal::Connection::Context.new(LIMITS, @dispatcher, Logger.new(@log), @counters, keepalive)
+    @request = Narwhal::Request.new(TEMPLATE, Narwhal::SocketWriter.new(@server, 5, @budget), "10.0.0.1")
+    @conn = Narwhal::Connection.new(@server, @request, context)
+    @dispatcher.on_dispatch = ->(request) { request.out.write("a" * BIG) if request.env["PATH_INFO"] == "/big" }
+  end
+
+  # The reactor's part while the client reads: on_writable until it is
+  # done; returns its last answer and the bytes read.
+  def send_rest
+    got = +""
+    action = :write
+    while action == :write
+      got << reply
+      action = @conn.on_writable
+    end
+    got << reply while @client.wait_readable(0)
+    [action, got]
+  end
+
+  def test_a_response_left_spooled_is_finished_by_on_writable_then_pipelined_requests_follow
+    spooling
+    assert_equal :write, send_bytes("GET /big HTTP/1.1\r\nHost: x\r\n\r\nGET /next HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert_equal %w[/big], @dispatcher.seen.map { |r| r[:path] }, "the next waits for the spool to be sent"
+    refute @conn.idle?, "still sending"
+    assert_in_delta Narwhal::Clock.now + LIMITS.write_timeout, @conn.deadline, 1
+    action, got = send_rest
+    assert_equal :keep, action
+    assert_equal %w[/big /next], @dispatcher.seen.map { |r| r[:path] }
+    assert_equal BIG, got.bytesize
+    assert_equal 0, @budget.used
+  end
+
+  def test_a_client_that_reads_nothing_times_out_with_a_log_line
+    spooling
+    assert_equal :write, send_bytes("GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert_equal :write, @conn.on_writable
+    assert_equal :close, @conn.on_timeout
+    assert_match(%r{write timeout: client took no data for 5s, closing \(GET /big\)}, @log.string)
+    @conn.close
+    assert_equal 0, @budget.used, "the spool is freed with the connection"
+  end
+
+  def test_a_response_that_closes_the_connection_is_sent_first
+    spooling
+    @dispatcher.outcome = Narwhal::Responder::CLOSE
+    assert_equal :write, send_bytes("GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert_equal [:close, BIG], send_rest.then { |action, got| [action, got.bytesize] }
+  end
+
+  def test_while_stopping_a_connection_closes_once_its_response_is_sent
+    spooling(keepalive: false)
+    assert_equal :write, send_bytes("GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert_equal :close, send_rest.first
+  end
+
+  def test_a_response_the_socket_takes_whole_keeps_the_connection_at_once
+    spooling
+    assert_equal :keep, send_bytes("GET /small HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert @conn.idle?
   end
 
   def test_a_body_over_the_limit_is_refused_with_413

@@ -198,4 +198,21 @@ class ListenerTest < Minitest::Test
   ensure
     listener&.close
   end
+
+  def defer_accept_of(options)
+    listener = Narwhal::Listener.new("127.0.0.1:0", options)
+    int_opt(listener, Socket::IPPROTO_TCP, Socket::TCP_DEFER_ACCEPT)
+  ensure
+    listener&.close
+  end
+
+  # The kernel reports the seconds rounded up to its SYN-ACK retransmits
+  # (1 s: 1, 2 s: 3).
+  def test_tcp_defer_accept_is_on_for_one_second_by_default_and_can_be_turned_off
+    assert_equal 1, defer_accept_of({})
+    assert_equal 1, defer_accept_of(tcp_defer_accept: true)
+    assert_equal 0, defer_accept_of(tcp_defer_accept: false)
+    assert_equal 0, defer_accept_of(tcp_defer_accept: nil)
+    assert_equal 0, defer_accept_of(tcp_defer_accept: 0)
+  end
 end

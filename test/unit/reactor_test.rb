@@ -169,6 +169,56 @@ class ReactorTest < Minitest::Test
     assert_includes @handlers.first.calls, :close
   end
 
+  # Asks to WRITE without reading what came; then answers on_writable from
+  # its own script; reads (and closes) once it is read again.
+  class WritingHandler < FakeHandler
+    attr_accessor :writes, :fill
+
+    def on_readable
+      return super unless @calls.empty?
+
+      @calls << :readable # the bytes stay unread: only WRITE keeps them from being read again
+      true while @fill && @io.write_nonblock("x" * 65_536, exception: false) != :wait_writable
+      :write
+    end
+
+    def on_writable
+      @calls << :writable
+      @writes.shift || :keep
+    end
+  end
+
+  def accept_writing(writes, fill: false, **options)
+    @reactor.add_listener(@listener) do |sock|
+      WritingHandler.new(sock, answers: %i[close], **options).tap do |h|
+        h.writes = writes.dup
+        h.fill = fill
+        @handlers << h
+      end
+    end
+  end
+
+  def test_write_calls_on_writable_until_keep_then_the_handler_is_read_again
+    accept_writing(%i[write write keep])
+    connect("request")
+    run_until("written, read again, closed") { @handlers.first&.calls&.include?(:close) }
+    assert_equal %i[readable writable writable writable readable close], @handlers.first.calls
+  end
+
+  def test_write_waits_for_the_socket_to_take_bytes
+    accept_writing([], fill: true, deadline: Narwhal::Clock.now + 0.5)
+    connect("request")
+    run_until("timed out while the client read nothing") { @handlers.first&.calls&.include?(:close) }
+    assert_equal %i[readable timeout close], @handlers.first.calls, "never writable: the client reads nothing"
+  end
+
+  def test_a_writing_handler_can_close
+    accept_writing(%i[write close])
+    connect("request")
+    run_until("closed") { @handlers.first&.calls&.include?(:close) }
+    assert_equal %i[readable writable writable close], @handlers.first.calls
+  end
+
   def test_a_watched_pipe_runs_its_block
     r, w = IO.pipe
     woken = 0

@@ -65,6 +65,7 @@ class ScoreboardTest < Minitest::Test
       2.times { worker.count(Scoreboard::CONNECTIONS_ACCEPTED) }
       worker.count(Scoreboard::REQUESTS_REJECTED)
       worker.count(Scoreboard::APP_ERRORS)
+      3.times { worker.count(Scoreboard::REQUEST_TIMEOUTS) }
       board.thread_slot(1, 0).tap(&:request_started).request_finished
       worker.thread(1).tap(&:request_started).tap(&:request_finished).request_started # still on its 2nd
       exit!(0)
@@ -80,7 +81,7 @@ class ScoreboardTest < Minitest::Test
     assert_equal 2, snapshot.requests
     assert_equal 1, snapshot.busy_threads
     assert_operator snapshot.longest_busy, :>=, 0.0
-    assert_equal({ connections_accepted: 2, requests_rejected: 1, app_errors: 1 }, snapshot.counters)
+    assert_equal({ connections_accepted: 2, requests_rejected: 1, app_errors: 1, request_timeouts: 3 }, snapshot.counters)
     assert_equal 1, board.thread_slot(1, 1).requests
     assert_equal 1, board.worker_slot(1).counter(Scoreboard::APP_ERRORS)
     [0, 2].each do |nr|
@@ -144,8 +145,9 @@ class ScoreboardTest < Minitest::Test
     assert_operator header[:threads_offset], :>=, 8 * (1 + Scoreboard::COUNTERS.size)
     assert_operator header[:thread_bytes], :>=, 16
     assert_equal 0x4E575342, Scoreboard::MAGIC
-    assert_equal [:connections_accepted, :requests_rejected, :app_errors], Scoreboard::COUNTERS
-    assert_equal [0, 1, 2], [Scoreboard::CONNECTIONS_ACCEPTED, Scoreboard::REQUESTS_REJECTED, Scoreboard::APP_ERRORS]
+    assert_equal %i[connections_accepted requests_rejected app_errors request_timeouts], Scoreboard::COUNTERS
+    assert_equal [0, 1, 2, 3], [Scoreboard::CONNECTIONS_ACCEPTED, Scoreboard::REQUESTS_REJECTED,
+                                Scoreboard::APP_ERRORS, Scoreboard::REQUEST_TIMEOUTS]
     assert_equal 1, Scoreboard.new(1).header[:threads], "one thread per worker unless asked"
   end
 

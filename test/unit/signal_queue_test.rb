@@ -30,6 +30,19 @@ class SignalQueueTest < Minitest::Test
     assert_nil @queue.pop
   end
 
+  # An app thread hands an event to the loop: queued in order with the
+  # signals, and the reader wakes.
+  def test_an_event_pushed_from_another_thread_wakes_the_reader
+    @queue.queue("USR1")
+    Process.kill(:USR1, Process.pid)
+    Thread.new { @queue.push(:retire) }.join
+    @queue.clear_wakeups
+    assert_equal ["USR1", :retire], Array.new(2) { @queue.pop }
+    Thread.new { @queue.push(:retire) }.join
+    assert readable?, "a push alone wakes the loop"
+    assert_equal :retire, @queue.pop
+  end
+
   def test_wait_returns_the_readable_ios_and_clears_the_wakeups
     @queue.queue("USR1")
     other_r, other_w = IO.pipe

@@ -9,10 +9,14 @@ require "stringio"
 class WorkerMonitorTest < Minitest::Test
   Monitor = Narwhal::Master::WorkerMonitor
 
-  # busy: { nr => seconds on the current request }
+  # busy: { nr => seconds on the current request }; one thread per worker
   FakeScoreboard = Struct.new(:busy) do
     def busy_for(nr)
       busy[nr]
+    end
+
+    def snapshot(nr)
+      Narwhal::Scoreboard::Snapshot.new(nr: nr, busy_threads: busy[nr] ? 1 : 0)
     end
   end
 
@@ -36,7 +40,28 @@ class WorkerMonitorTest < Minitest::Test
     board = FakeScoreboard.new({ 1 => 2.34567, 2 => 0.5 }) # 0 is idle
     monitor = Monitor.new(board, [Monitor::Timeout.new(1)], @logger)
     assert_equal [[1, :KILL]], verdicts(monitor, workers(3))
-    assert_equal "worker=1 pid=101 timeout (2.346s > 1s), killing\n", @log.string
+    assert_equal "worker=1 pid=101 timeout (2.346s > 1s), killing; no other request in flight\n", @log.string
+  end
+
+  # With request threads the kill ends every request the worker has: the
+  # line counts those of the other threads, read before the kill.
+  def test_the_kill_line_counts_the_other_requests_that_die_with_the_worker
+    board = Narwhal::Scoreboard.new(3, threads: 4)
+    [[1, 0], [1, 2], [1, 3], [2, 1]].each { |nr, i| board.thread_slot(nr, i).request_started }
+    monitor = Monitor.new(board, [Monitor::Timeout.new(0.05)], @logger)
+    wait_until(message: "requests past the timeout") { board.busy_for(1).to_f > 0.05 && board.busy_for(2).to_f > 0.05 }
+    board.thread_slot(1, 3).request_finished # done before the check: not in flight
+    assert_equal [[1, :KILL], [2, :KILL]], verdicts(monitor, workers(3))
+    assert_match(/^worker=1 pid=101 timeout \(\d+\.\d+s > 0\.05s\), killing; 1 other request in flight dies with it$/,
+                 @log.string)
+    assert_match(/^worker=2 pid=102 timeout \(\d+\.\d+s > 0\.05s\), killing; no other request in flight$/, @log.string)
+
+    board.thread_slot(0, 0).request_started
+    board.thread_slot(0, 1).request_started
+    board.thread_slot(0, 2).request_started
+    wait_until(message: "worker 0 past the timeout") { board.busy_for(0).to_f > 0.05 }
+    verdicts(monitor, workers(1))
+    assert_match(/^worker=0 pid=100 timeout \(.*\), killing; 2 other requests in flight die with it$/, @log.string)
   end
 
   # A second policy (memory next) slots in beside the timeout: the first

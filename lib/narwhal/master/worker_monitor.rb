@@ -13,7 +13,9 @@ module Narwhal
     # QUIT), added to the list that WorkerMonitor.for builds.
     class WorkerMonitor
       # A worker on one request for longer than `timeout` seconds is killed
-      # (and replaced by the master); idle workers never time out.
+      # (and replaced by the master); idle workers never time out. The kill
+      # takes the worker's other requests with it (its other threads'): the
+      # log line says how many were in flight just before it.
       class Timeout
         def initialize(seconds)
           @seconds = seconds
@@ -30,7 +32,20 @@ module Narwhal
 
         def breach(worker, scoreboard)
           busy = scoreboard.busy_for(worker.nr)
-          "timeout (#{busy.round(3)}s > #{@seconds}s), killing" if busy && busy > @seconds
+          return unless busy && busy > @seconds
+
+          others = [scoreboard.snapshot(worker.nr).busy_threads - 1, 0].max
+          "timeout (#{busy.round(3)}s > #{@seconds}s), killing; #{others_in_flight(others)}"
+        end
+
+        private
+
+        def others_in_flight(count)
+          case count
+          when 0 then "no other request in flight"
+          when 1 then "1 other request in flight dies with it"
+          else "#{count} other requests in flight die with it"
+          end
         end
       end
 

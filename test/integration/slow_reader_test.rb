@@ -1,0 +1,268 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require "digest"
+
+# Clients that read their responses slowly, or not at all, do not hold the
+# worker: what the socket will not take is spooled (memory, then a temporary
+# file; a file body is not copied) and the reactor finishes the send while
+# the worker serves others. Clients that read promptly get every byte as it
+# is written.
+module SlowReaderCases
+  CHUNK_SIZE = 64 * 1024
+  STREAM_CHUNKS = 800 # 50 MiB: far more than the socket buffers hold
+  FILE_SIZE = 20 * 1024 * 1024
+
+  APP = <<~RU
+    CHUNK = ("0123456789abcdef" * #{CHUNK_SIZE / 16}).freeze
+    DATA = (CHUNK * #{FILE_SIZE / CHUNK_SIZE}).freeze
+    File.binwrite("big.bin", DATA)
+
+    # A streamed body that leaves a mark once the app has produced all of it.
+    # Chunk i carries its number, so that a lost or reordered chunk shows.
+    class Stream
+      def initialize(id, chunks) = (@id, @chunks = id, chunks)
+      def each(&block) = @chunks.times { |i| block.call(format("%08d", i) + CHUNK.byteslice(8, CHUNK.bytesize - 8)) }
+      def close = File.write("produced-\#{@id}", "")
+    end
+
+    class Events
+      def each
+        20.times do |i|
+          sleep 0.05 if i.positive?
+          yield "data: \#{i} \#{Process.clock_gettime(Process::CLOCK_MONOTONIC)}\\n\\n"
+        end
+      end
+    end
+
+    run lambda { |env|
+      id = env["QUERY_STRING"]
+      case env["PATH_INFO"]
+      when "/stream" then [200, { "content-type" => "application/octet-stream" }, Stream.new(id, #{STREAM_CHUNKS})]
+      when "/stream-small" then [200, { "content-type" => "application/octet-stream" }, Stream.new(id, 64)]
+      when "/file" then Rack::Files.new(Dir.pwd).call(env.merge("PATH_INFO" => "/big.bin"))
+      when "/events" then [200, { "content-type" => "text/event-stream" }, Events.new]
+      else [200, { "content-type" => "text/plain", "content-length" => (env["PATH_INFO"].bytesize + 3).to_s },
+            ["ok \#{env['PATH_INFO']}"]]
+      end
+    }
+  RU
+  APP_REQUIRES = "require 'rack/files'\n"
+
+  def self.expected_stream(chunks)
+    chunk = "0123456789abcdef" * (CHUNK_SIZE / 16)
+    digest = Digest::SHA256.new
+    chunks.times { |i| digest << format("%08d", i) << chunk.byteslice(8, chunk.bytesize - 8) }
+    digest.hexdigest
+  end
+
+  STREAM_SHA = expected_stream(STREAM_CHUNKS)
+  SMALL_STREAM_SHA = expected_stream(64)
+  FILE_SHA = Digest::SHA256.hexdigest(("0123456789abcdef" * (CHUNK_SIZE / 16)) * (FILE_SIZE / CHUNK_SIZE))
+
+  def now
+    Process.clock_gettime(Process::CLOCK_MONOTONIC)
+  end
+
+  def request(client, path)
+    client.write("GET #{path} HTTP/1.1\r\nHost: x\r\n\r\n")
+    client
+  end
+
+  # One request on a new connection; its latency in seconds.
+  def timed_get(path)
+    started = now
+    c = server.connect
+    request(c, path)
+    response = c.read_response(timeout: 10)
+    assert_equal 200, response.status, "#{path}: #{response.status_line}"
+    assert_equal "ok #{path}", response.body
+    now - started
+  ensure
+    c&.close
+  end
+
+  def produced?(id)
+    File.exist?(File.join(server.dir, "produced-#{id}"))
+  end
+
+  # Temporary files and served files the workers hold open.
+  def spool_fds
+    server.worker_pids.sum do |pid|
+      Dir.children("/proc/#{pid}/fd").count do |fd|
+        File.readlink("/proc/#{pid}/fd/#{fd}").end_with?("(deleted)", "big.bin")
+      rescue SystemCallError
+        false
+      end
+    end
+  end
+
+  def percentile(samples, pct)
+    samples.sort[((samples.size - 1) * pct).ceil]
+  end
+end
+
+# Two workers: N + 1 clients that never read a 50 MiB body, a fast client
+# beside them, and a real-time stream.
+class SlowReaderTest < Minitest::Test
+  include SlowReaderCases
+
+  def self.server
+    @server ||= Narwhal::ServerProcess.start(
+      app: APP_REQUIRES + APP, workers: 2, config: "worker_processes 2\nresponse_spool_max 512 * 1024 * 1024\n"
+    ).tap { |s| Minitest.after_run { s.stop } }
+  end
+
+  def server = self.class.server
+
+  def test_clients_that_never_read_do_not_stop_the_workers
+    slow = Array.new(3) { |i| request(server.connect, "/stream?slow#{i}") }
+    latencies = []
+    # meanwhile, and until every slow body was produced, then for 100 more
+    wait_until(timeout: 20, interval: 0, message: "the slow responses produced while a fast client is served") do
+      latencies << timed_get("/fast")
+      slow.size.times.all? { |i| produced?("slow#{i}") }
+    end
+    100.times { latencies << timed_get("/fast") }
+    p99 = percentile(latencies, 0.99)
+    assert_operator p99, :<, 0.5, "fast client p99 #{(p99 * 1000).round(1)} ms over #{latencies.size} requests"
+
+    # the slow clients then read everything, intact and in order
+    slow.each do |c|
+      response = c.read_response(timeout: 20)
+      assert_equal 200, response.status
+      assert_equal CHUNK_SIZE * STREAM_CHUNKS, response.body.bytesize
+      assert_equal STREAM_SHA, Digest::SHA256.hexdigest(response.body)
+    end
+    refute_match(/write timeout/, server.log)
+    wait_until(message: "spool files freed") { spool_fds.zero? }
+  ensure
+    slow&.each(&:close)
+  end
+
+  def test_a_prompt_reader_gets_each_event_as_it_is_written
+    c = request(server.connect, "/events")
+    c.read_line(5)
+    nil until c.read_line(5).empty?
+    delays = Array.new(20) do |i|
+      size = Integer(c.read_line(5), 16)
+      event = c.read_bytes(size + 2, 5)
+      arrived = now
+      n, sent = event.match(/\Adata: (\d+) ([\d.]+)/).captures
+      assert_equal i, Integer(n)
+      arrived - Float(sent)
+    end
+    assert_operator delays.max, :<, 0.25, "per-event delays: #{delays.map { |d| (d * 1000).round(1) }}"
+  ensure
+    c&.close
+  end
+end
+
+# One worker: a slow reader does not delay a second client; file bodies,
+# pipelining, resets and graceful stops while a response is still spooled.
+class SlowReaderOneWorkerTest < Minitest::Test
+  include SlowReaderCases
+
+  # Unlinted: Rack::Lint 2 hides the to_path of the body it wraps.
+  def self.server
+    @server ||= Narwhal::ServerProcess.start(app: APP_REQUIRES + APP, lint: false).tap do |s|
+      Minitest.after_run { s.stop }
+    end
+  end
+
+  def server = @server || self.class.server
+
+  def test_a_slow_reader_does_not_delay_a_second_client
+    slow = request(server.connect, "/stream?one")
+    wait_until(timeout: 20, message: "the slow response produced") { produced?("one") }
+    latencies = Array.new(20) { timed_get("/second") }
+    assert_operator latencies.max, :<, 0.5, "latencies: #{latencies.map { |l| (l * 1000).round(1) }} ms"
+    response = slow.read_response(timeout: 20)
+    assert_equal STREAM_SHA, Digest::SHA256.hexdigest(response.body)
+  ensure
+    slow&.close
+  end
+
+  def test_a_file_body_to_a_client_that_does_not_read_is_sent_later_without_a_copy
+    slow = request(server.connect, "/file")
+    assert_operator timed_get("/second"), :<, 1, "the worker is free while the file waits"
+    fds = server.worker_pids.flat_map do |pid|
+      Dir.children("/proc/#{pid}/fd").map { |fd| File.readlink("/proc/#{pid}/fd/#{fd}") rescue "" } # rubocop:disable Style/RescueModifier
+    end
+    assert fds.any? { |t| t.end_with?("/big.bin") }, "the file is held open to be sent: #{fds}"
+    refute fds.any? { |t| t.end_with?("(deleted)") }, "no temporary copy: #{fds}"
+    response = slow.read_response(timeout: 20)
+    assert_equal FILE_SIZE.to_s, response["content-length"]
+    assert_equal FILE_SHA, Digest::SHA256.hexdigest(response.body)
+    wait_until(message: "the file closed") { spool_fds.zero? }
+  ensure
+    slow&.close
+  end
+
+  def test_pipelined_requests_behind_a_spooled_response_are_answered_in_order
+    c = server.connect
+    c.write("GET /stream-small?piped HTTP/1.1\r\nHost: x\r\n\r\n" \
+            "GET /after-1 HTTP/1.1\r\nHost: x\r\n\r\nGET /after-2 HTTP/1.1\r\nHost: x\r\n\r\n")
+    wait_until(timeout: 20, message: "the first response produced") { produced?("piped") }
+    assert_operator timed_get("/other"), :<, 1, "the worker is free"
+    first = c.read_response(timeout: 20)
+    assert_equal SMALL_STREAM_SHA, Digest::SHA256.hexdigest(first.body)
+    assert_equal "ok /after-1", c.read_response.body
+    assert_equal "ok /after-2", c.read_response.body
+    c.write("GET /after-3 HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert_equal "ok /after-3", c.read_response.body, "the connection reads again"
+  ensure
+    c&.close
+  end
+
+  def test_a_client_that_resets_frees_its_spool
+    c = request(server.connect, "/stream?reset")
+    wait_until(timeout: 20, message: "the response produced") { produced?("reset") }
+    assert_operator spool_fds, :>, 0, "spooled to a temporary file"
+    c.sock.setsockopt(Socket::SOL_SOCKET, Socket::SO_LINGER, [1, 0].pack("ii")) # close with RST
+    c.close
+    wait_until(message: "the temporary file freed") { spool_fds.zero? }
+    assert_equal 200, server.connect.then { |o| request(o, "/x").read_response.status.tap { o.close } }
+  end
+
+  def test_quit_lets_a_spooled_response_finish
+    @server = Narwhal::ServerProcess.start(app: APP_REQUIRES + APP)
+    slow = request(server.connect, "/stream?quit")
+    wait_until(timeout: 20, message: "the response produced") { produced?("quit") }
+    server.signal(:QUIT)
+    wait_until(message: "QUIT received") { server.log.include?("QUIT received") }
+    refute server.exited?, "still sending"
+    response = slow.read_response(timeout: 20)
+    assert_equal STREAM_SHA, Digest::SHA256.hexdigest(response.body)
+    assert slow.closed?, "closed after the response (no keep-alive while stopping)"
+    assert server.wait_exit(timeout: 15).success?
+  ensure
+    slow&.close
+    @server&.stop
+  end
+end
+
+# With no room to spool, a client that stops reading is dropped after
+# write_timeout, as before spooling existed.
+class SpoolFullTest < Minitest::Test
+  include SlowReaderCases
+
+  def self.server
+    @server ||= Narwhal::ServerProcess.start(
+      app: APP_REQUIRES + APP, config: "response_spool_max 1024 * 1024\nwrite_timeout 0.5\n"
+    ).tap { |s| Minitest.after_run { s.stop } }
+  end
+
+  def server = self.class.server
+
+  def test_beyond_response_spool_max_the_writer_waits_under_write_timeout
+    c = request(server.connect, "/stream?full")
+    wait_until(timeout: 10, message: "write timeout logged") do
+      server.log.include?("write timeout: client took no data for 0.5s, closing (GET /stream)")
+    end
+    assert_equal 200, server.connect.then { |o| request(o, "/x").read_response.status.tap { o.close } }
+    assert_operator c.read_to_eof(10).bytesize, :<, CHUNK_SIZE * STREAM_CHUNKS, "cut short"
+  ensure
+    c&.close
+  end
+end

@@ -1,0 +1,149 @@
+# frozen_string_literal: true
+
+require "test_helper"
+
+# soft_timeout with real processes: what the client of an interrupted
+# request gets, what the log says, the app's ensure blocks, the worker's
+# retirement (or not, with keep_worker), and the master's SIGKILL as the
+# backstop for an app that will not stop.
+class SoftTimeoutIntegrationTest < Minitest::Test
+  APP = <<~'RU'
+    text = { "content-type" => "text/plain" }
+    run lambda { |env|
+      case env["PATH_INFO"]
+      when "/slow"
+        begin
+          sleep 30
+          [200, text, ["late"]]
+        rescue StandardError
+          [200, text, ["an app's rescue => e caught it"]]
+        ensure
+          File.write("ensure-ran", Process.pid.to_s) # the server runs in its temporary directory
+        end
+      when "/stream"
+        body = Object.new
+        def body.each
+          yield "first"
+          sleep 30
+          yield "never"
+        end
+        [200, text, body]
+      when "/stubborn"
+        begin
+          sleep 30
+        rescue Exception
+          sleep 30 # swallows the soft timeout and hangs on
+        end
+        [200, text, ["late"]]
+      when "/pid" then [200, text, ["#{Process.pid} threads=#{Thread.list.size}"]]
+      end
+    }
+  RU
+
+  def start(config, **kw)
+    @servers ||= []
+    server = Narwhal::ServerProcess.new(app: APP, config: config, **kw)
+    @servers << server
+    server.wait_ready
+  end
+
+  def teardown
+    @servers&.each(&:stop)
+  end
+
+  def get(server, path)
+    c = server.connect
+    c.write("GET #{path} HTTP/1.1\r\nHost: x\r\n\r\n")
+    c.read_response(timeout: 15)
+  ensure
+    c&.close
+  end
+
+  # [pid, Ruby threads] of the worker that answers
+  def worker_info(server)
+    body = get(server, "/pid").body
+    [Integer(body[/\A\d+/]), Integer(body[/threads=(\d+)/, 1])]
+  end
+
+  def test_past_soft_timeout_the_client_gets_503_the_ensure_runs_and_a_new_worker_takes_over
+    server = start("soft_timeout 0.5\ntimeout 20\n")
+    old, threads = worker_info(server)
+    assert_equal 2, threads, "the app thread and the watchdog"
+    c = server.connect
+    c.write("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+    response = c.read_response(timeout: 15)
+    assert_equal 503, response.status
+    assert_equal "close", response["connection"]
+    assert_equal "Service Unavailable\n", response.body
+    assert c.closed?(timeout: 10), "the connection is closed after the 503"
+    assert_equal old.to_s, File.read(File.join(server.dir, "ensure-ran"))
+    line = %r{request timeout: GET /slow ran 0\.[5-9]\d*s, past soft_timeout \(0\.5s\); answered 503, closing\n}
+    assert_match(/#{line}#{Regexp.escape(server.dir)}\/config\.ru:8:in `sleep'\n/, server.log)
+    wait_until(timeout: 15, message: "a replacement worker") { server.log.match?(/worker=0 ready pid=(?!#{old}\b)\d+/) }
+    assert_match(/retiring after a soft timeout: finishing requests in progress, then exiting to be replaced/,
+                 server.log)
+    assert_match(/worker=0 pid=#{old} exiting/, server.log)
+    assert_match(/reaped #<Process::Status: pid #{old} exit 0> worker=0/, server.log)
+    new, = worker_info(server)
+    refute_equal old, new
+  end
+
+  def test_keep_worker_serves_on_with_the_same_process
+    server = start("soft_timeout 0.5, keep_worker: true\ntimeout 20\n")
+    old, = worker_info(server)
+    assert_equal 503, get(server, "/slow").status
+    assert_equal old.to_s, File.read(File.join(server.dir, "ensure-ran"))
+    assert_equal old, worker_info(server).first
+    assert_equal [old], server.worker_pids
+    refute_match(/retiring|exiting/, server.log)
+  end
+
+  # Bytes went out: no 503 can follow them; the client has what was sent,
+  # then the connection closes (the chunked body never ends).
+  def test_a_soft_timeout_mid_response_closes_the_connection_after_the_partial_body
+    server = start("soft_timeout 0.5, keep_worker: true\ntimeout 20\n")
+    c = server.connect
+    c.write("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
+    raw = c.read_to_eof(15)
+    assert_match(%r{\AHTTP/1.1 200 OK\r\n.*\r\n\r\n5\r\nfirst\r\n\z}m, raw)
+    assert_includes raw, "\r\ntransfer-encoding: chunked\r\n"
+    assert_match(%r{request timeout: GET /stream ran \d\.\d+s, past soft_timeout \(0\.5s\); response cut short},
+                 server.log)
+  end
+
+  # The app rescues Exception and hangs on: the master's timeout kills the
+  # worker, and says how many other requests died with it (none with one
+  # thread).
+  def test_an_app_that_swallows_the_soft_timeout_is_killed_at_timeout
+    server = start("soft_timeout 0.3\ntimeout 1.5\n")
+    old, = worker_info(server)
+    c = server.connect
+    c.write("GET /stubborn HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert c.closed?(timeout: 15), "the connection of the killed worker is closed"
+    assert_match(/worker=0 pid=#{old} timeout \(\d+\.\d+s > 1\.5s\), killing; no other request in flight$/, server.log)
+    wait_until(timeout: 15, message: "a replacement worker") { server.log.match?(/worker=0 ready pid=(?!#{old}\b)\d+/) }
+    refute_equal old, worker_info(server).first
+  end
+
+  def test_without_soft_timeout_no_thread_is_added
+    server = start("timeout 20\n")
+    assert_equal 1, worker_info(server).last
+  end
+
+  def test_a_soft_timeout_not_below_timeout_stops_the_start_and_a_hup_keeps_the_running_config
+    bad = Narwhal::ServerProcess.new(app: APP, config: "timeout 10\nsoft_timeout 10\n")
+    @servers = [bad]
+    refute bad.wait_exit(timeout: 15).success?
+    assert_match(%r{narwhal: \S*/narwhal\.conf\.rb:2: soft_timeout 10 must be below timeout \(10\)}, bad.log)
+    refute_match(/listening on/, bad.log)
+
+    server = start("soft_timeout 5\ntimeout 20\n")
+    old, = worker_info(server)
+    File.write(File.join(server.dir, "narwhal.conf.rb"), "soft_timeout 5\n\ntimeout 5\n")
+    server.signal(:HUP)
+    wait_until(timeout: 15, message: "the reload error") { server.log.include?("error reloading") }
+    assert_match(/narwhal\.conf\.rb:1: soft_timeout 5 must be below timeout \(5\).*; keeping the running configuration/,
+                 server.log)
+    assert_equal old, worker_info(server).first
+  end
+end
