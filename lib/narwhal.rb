@@ -46,6 +46,8 @@ module Narwhal
   autoload :Request, "narwhal/request"
   autoload :Responder, "narwhal/responder"
   autoload :Dispatcher, "narwhal/dispatcher"
+  autoload :ThreadPool, "narwhal/thread_pool"
+  autoload :AcceptGate, "narwhal/accept_gate"
   autoload :ResponseWriter, "narwhal/response_writer"
   autoload :PendingSend, "narwhal/pending_send"
   autoload :PidFile, "narwhal/pid_file"

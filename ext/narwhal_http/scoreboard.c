@@ -143,6 +143,7 @@ static VALUE board_header(VALUE self)
   NW_SB_FIELD(worker_bytes, UINT2NUM);
   NW_SB_FIELD(threads_offset, UINT2NUM);
   NW_SB_FIELD(thread_bytes, UINT2NUM);
+  NW_SB_FIELD(worker_span, UINT2NUM);
   NW_SB_FIELD(total_bytes, ULL2NUM);
 #undef NW_SB_FIELD
   return hash;
@@ -196,8 +197,32 @@ static VALUE board_reset(int argc, VALUE *argv, VALUE self)
     __atomic_store_n(&t->requests, 0, __ATOMIC_RELEASE);
   }
   for (i = 0; i < NW_SB_COUNTERS; i++) __atomic_store_n(&w->counters[i], 0, __ATOMIC_RELEASE);
+  __atomic_store_n(&w->accepting, 0, __ATOMIC_RELEASE);
   __atomic_store_n(&w->pid, pid, __ATOMIC_RELEASE);
   return Qnil;
+}
+
+/* #span = n: slots 0...n may hold workers from now on (the master, before
+ * it forks into a slot; it never shrinks, so a reader never misses one) */
+static VALUE board_set_span(VALUE self, VALUE vspan)
+{
+  struct nw_scoreboard *b = get_board(self);
+  struct nw_sb_header *h = (struct nw_sb_header *)b->base;
+  long span = NUM2LONG(vspan);
+
+  if (span < 0 || span > (long)b->layout.workers) rb_raise(rb_eIndexError, "no scoreboard slot %ld", span - 1);
+  if ((uint32_t)span > __atomic_load_n(&h->worker_span, __ATOMIC_ACQUIRE))
+    __atomic_store_n(&h->worker_span, (uint32_t)span, __ATOMIC_RELEASE);
+  return vspan;
+}
+
+/* #most_idle_threads(nr) -> Integer: the most idle threads an accepting
+ * worker other than nr has, -1 when no other worker accepts */
+static VALUE board_most_idle_threads(VALUE self, VALUE vnr)
+{
+  struct nw_scoreboard *b = get_board(self);
+  worker_of(b, vnr);
+  return LONG2NUM(nw_sb_most_idle(b->base, &b->layout, (uint32_t)NUM2LONG(vnr)));
 }
 
 /* #thread_slot(nr, i = 0) -> ThreadSlot */
@@ -244,6 +269,8 @@ void nw_init_scoreboard(void)
   rb_define_method(c, "busy_for", board_busy_for, 1);
   rb_define_method(c, "requests", board_requests, 1);
   rb_define_method(c, "reset", board_reset, -1);
+  rb_define_method(c, "span=", board_set_span, 1);
+  rb_define_method(c, "most_idle_threads", board_most_idle_threads, 1);
   rb_define_method(c, "thread_slot", board_thread_slot, -1);
   rb_define_method(c, "worker_slot", board_worker_slot, 1);
   nw_init_scoreboard_slots(c);

@@ -2,9 +2,10 @@
  * The scoreboard's memory layout: one anonymous shared mapping made by the
  * master before it forks, read by the master and written by the workers.
  *
- *   header                     what follows, so a reader can check it
+ *   header                     what follows, so a reader can check it;
+ *                              worker_span, the slots in use so far
  *   worker slot 0 .. workers-1 (worker_bytes apart, from header_bytes)
- *     pid, counters[counters]
+ *     pid, accepting, counters[counters]
  *     thread sub-slot 0 .. threads-1 (thread_bytes apart, from threads_offset)
  *       started_ms, requests
  *
@@ -55,12 +56,14 @@ struct nw_sb_header {
   uint32_t worker_bytes;   /* distance between worker slots */
   uint32_t threads_offset; /* offset of thread sub-slot 0 in a worker slot */
   uint32_t thread_bytes;   /* distance between thread sub-slots */
-  uint32_t reserved;       /* 0; keeps total_bytes 8-byte aligned */
+  uint32_t worker_span;    /* slots 0...worker_span may hold a worker; only
+                              the master writes it, it only grows */
   uint64_t total_bytes;    /* length of the whole mapping */
 };
 
 struct nw_sb_worker {
   int64_t pid;                       /* the process in the slot; 0 = none recorded */
+  int64_t accepting;                 /* 1 while the worker takes new connections */
   int64_t counters[NW_SB_COUNTERS];  /* indexed by enum nw_sb_counter */
 };
 
@@ -96,7 +99,7 @@ static inline void nw_sb_layout(struct nw_sb_header *h, uint32_t workers, uint32
   h->threads_offset = (uint32_t)nw_sb_round_up(sizeof(struct nw_sb_worker));
   h->thread_bytes = (uint32_t)nw_sb_round_up(sizeof(struct nw_sb_thread));
   h->worker_bytes = h->threads_offset + threads * h->thread_bytes;
-  h->reserved = 0;
+  h->worker_span = 0;
   h->total_bytes = (uint64_t)h->header_bytes + (uint64_t)workers * h->worker_bytes;
 }
 
@@ -138,6 +141,31 @@ static inline int64_t nw_sb_started_ms(const struct nw_sb_thread *t)
 static inline int64_t nw_sb_requests(const struct nw_sb_thread *t)
 {
   return __atomic_load_n(&t->requests, __ATOMIC_RELAXED);
+}
+
+/*
+ * The most idle threads any accepting worker other than skip has (a worker
+ * prefers to leave a new connection to a sibling with more), or -1 when no
+ * other worker accepts. Busy is what the threads' sub-slots say: a request
+ * a sibling has read but not yet started is not seen, which only makes the
+ * sibling look idler for an instant.
+ */
+static inline long nw_sb_most_idle(char *base, const struct nw_sb_header *h, uint32_t skip)
+{
+  uint32_t span = __atomic_load_n(&((const struct nw_sb_header *)base)->worker_span, __ATOMIC_ACQUIRE);
+  long best = -1;
+  uint32_t nr, i;
+
+  if (span > h->workers) span = h->workers;
+  for (nr = 0; nr < span; nr++) {
+    struct nw_sb_worker *w = nw_sb_worker_at(base, h, nr);
+    long idle = 0;
+    if (nr == skip || !__atomic_load_n(&w->accepting, __ATOMIC_ACQUIRE)) continue;
+    for (i = 0; i < h->threads; i++)
+      if (!nw_sb_started_ms(nw_sb_thread_at(w, h, i))) idle++;
+    if (idle > best) best = idle;
+  }
+  return best;
 }
 
 /* Counters are shared by a worker's threads: an atomic add. */

@@ -156,6 +156,18 @@ static VALUE worker_slot_pid(VALUE self)
   return LL2NUM(__atomic_load_n(&worker_slot(self)->slot->pid, __ATOMIC_ACQUIRE));
 }
 
+/* WorkerSlot#accepting = bool: whether siblings may leave connections to it */
+static VALUE worker_slot_set_accepting(VALUE self, VALUE flag)
+{
+  __atomic_store_n(&worker_slot(self)->slot->accepting, RTEST(flag) ? 1 : 0, __ATOMIC_RELEASE);
+  return flag;
+}
+
+static VALUE worker_slot_accepting(VALUE self)
+{
+  return __atomic_load_n(&worker_slot(self)->slot->accepting, __ATOMIC_ACQUIRE) ? Qtrue : Qfalse;
+}
+
 static VALUE worker_slot_nr(VALUE self)
 {
   return worker_slot(self)->nr;
@@ -183,5 +195,7 @@ void nw_init_scoreboard_slots(VALUE cScoreboard)
   rb_define_method(cWorkerSlot, "counter", worker_slot_counter, 1);
   rb_define_method(cWorkerSlot, "pid", worker_slot_pid, 0);
   rb_define_method(cWorkerSlot, "nr", worker_slot_nr, 0);
+  rb_define_method(cWorkerSlot, "accepting=", worker_slot_set_accepting, 1);
+  rb_define_method(cWorkerSlot, "accepting?", worker_slot_accepting, 0);
   rb_define_method(cWorkerSlot, "thread", worker_slot_thread, 1);
 }

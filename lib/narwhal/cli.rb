@@ -19,6 +19,7 @@ module Narwhal
       @requires = []
       @daemonize = false
       @default_middleware = true
+      @threads = nil
       @flags = [] # -E, -I, -w, -d as given, for the re-exec'd command line
       # where a person started us, with a symlinked path (/app/current) kept
       @launch_dir = START_CTX[:cwd]
@@ -28,6 +29,7 @@ module Narwhal
       parse_options
       config = Configurator.new(file: @config_file)
       listen_flags.each { |addr| config.add_listener(addr) }
+      config.threads_flag(@threads) if @threads
       # a relative rackup path is found in working_directory, as in Unicorn
       rackup = File.expand_path(@argv.first || "config.ru", config[:working_directory] || @launch_dir)
       resolve_start_ctx(rackup)
@@ -71,6 +73,7 @@ module Narwhal
         o.on("-E", "--env RACK_ENV", "RACK_ENV (default: development)") { |e| @flags.push("-E", ENV["RACK_ENV"] = e) }
         o.on("-D", "--daemonize", "run in the background") { @daemonize = true }
         o.on("-N", "--no-default-middleware", "no middleware added for RACK_ENV") { @default_middleware = false }
+        o.on("--threads N", Integer, "request threads per worker process (default 1)") { |n| @threads = n }
         o.on("-l", "--listen ADDR", "host:port, :port or a Unix socket path (repeatable)") { |a| @listen << a }
         o.on("-o", "--host HOST", "listen on HOST (default 127.0.0.1)") { |h| @host = h }
         o.on("-p", "--port PORT", Integer, "listen on PORT (default 8080)") { |p| @port = p }
@@ -116,6 +119,7 @@ module Narwhal
       argv << "-D" if @daemonize
       argv << "-N" unless @default_middleware
       @listen.each { |addr| argv.push("-l", addr) }
+      argv.push("--threads", @threads.to_s) if @threads
       argv.push("-o", @host) if @host
       argv.push("-p", @port.to_s) if @port
       @requires.each { |lib| argv.push("-r", lib) }

@@ -28,6 +28,8 @@ module Narwhal
       listeners: [],
       logger: nil,
       worker_processes: 1,
+      threads: 1,
+      worker_connections: 1000,
       timeout: 60,
       soft_timeout: nil,
       soft_timeout_keep_worker: false,
@@ -65,6 +67,12 @@ module Narwhal
     }.freeze
     CLIENT_TIMEOUT_PARTS = %i[client_header_timeout client_body_timeout].freeze
 
+    # Request threads per worker at most, and in all workers together: the
+    # scoreboard has a sub-slot per thread, and beyond these the GVL leaves
+    # threads waiting rather than serving.
+    MAX_THREADS = 256
+    MAX_TOTAL_THREADS = 4096
+
     attr_reader :settings, :file
 
     def initialize(file: nil)
@@ -75,6 +83,26 @@ module Narwhal
       load_file(file) if file
       # client_timeout is the umbrella: it sets each part not given on its own
       CLIENT_TIMEOUT_PARTS.each { |part| @settings[part] ||= @settings[:client_timeout] }
+    end
+
+    # --threads N: wins over the config file.
+    def threads_flag(count)
+      problem = threads_problem(count) || total_threads_problem(@settings[:worker_processes], count)
+      raise ConfigError, "--threads #{count}: #{problem}" if problem
+
+      @settings[:threads] = count
+    end
+
+    def threads_problem(count)
+      return if count.is_a?(Integer) && count.between?(1, MAX_THREADS)
+
+      "threads expects an Integer from 1 to #{MAX_THREADS}, got #{count.inspect}"
+    end
+
+    def total_threads_problem(workers, threads)
+      return if workers * threads <= MAX_TOTAL_THREADS
+
+      "worker_processes #{workers} x threads #{threads} is more than #{MAX_TOTAL_THREADS} request threads"
     end
 
     def [](key)
@@ -154,7 +182,7 @@ module Narwhal
       end
 
       # Directives that only check a type and a lower bound.
-      INTEGERS = { worker_processes: 1, client_body_buffer_size: 0, max_request_line: 64, max_header_size: 256,
+      INTEGERS = { worker_connections: 1, client_body_buffer_size: 0, max_request_line: 64, max_header_size: 256,
                    max_header_fields: 1, keepalive_requests: 1, response_buffer_size: 0,
                    response_spool_max: 0 }.freeze
       NUMBERS = { timeout: 0.001, keepalive_timeout: 0, client_timeout: 0.001, client_header_timeout: 0.001,
@@ -183,6 +211,20 @@ module Narwhal
           end
           @config.settings[name] = hook
         end
+      end
+
+      def worker_processes(count)
+        set_integer(:worker_processes, count, min: 1)
+        check_total_threads
+      end
+
+      # Puma's `threads MIN, MAX` reads the same when both are equal.
+      def threads(count, max = count)
+        check(max == count, "narwhal runs a fixed number of threads per worker: use threads #{max.inspect}")
+        problem = @config.threads_problem(count)
+        check(problem.nil?, problem)
+        @config.settings[:threads] = count
+        check_total_threads
       end
 
       def working_directory(path)
@@ -253,6 +295,12 @@ module Narwhal
       def respond_to_missing?(*) = false
 
       private
+
+      # At the later of worker_processes and threads: their product is capped.
+      def check_total_threads
+        problem = @config.total_threads_problem(@config.settings[:worker_processes], @config.settings[:threads])
+        check(problem.nil?, problem)
+      end
 
       def set_boolean(key, value)
         check(value == true || value == false, "#{key} expects true or false, got #{value.inspect}")

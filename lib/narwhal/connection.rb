@@ -30,7 +30,12 @@ module Narwhal
     HEAD = 1 # reading the request line and header section
     BODY = 2 # reading the request body
     LINGER = 3 # error sent, draining before close
-    SEND = 4 # the response is complete; the reactor sends what is spooled
+    SERVING = 4 # the request is with the dispatcher (maybe another thread)
+
+    # The deadline while the app has the request: the master's `timeout`
+    # and soft_timeout watch it, not the reactor.
+    NO_DEADLINE = Float::INFINITY
+    SEND = 5 # the response is complete; the reactor sends what is spooled
 
     CONTINUE = "HTTP/1.1 100 Continue\r\n\r\n"
     REQUEST_METHOD = Request::REQUEST_METHOD
@@ -40,12 +45,13 @@ module Narwhal
     WRITE = Reactor::WRITE
     CLOSE = Reactor::CLOSE
     RELEASE = Reactor::RELEASE
+    PARK = Reactor::PARK
 
     # What every connection of a serving process shares. keepalive turns
     # false on a graceful stop: responses then say Connection: close.
     Context = Struct.new(:limits, :dispatcher, :logger, :counters, :keepalive)
 
-    attr_reader :deadline
+    attr_reader :deadline, :request
 
     def initialize(io, request, context)
       @io = io
@@ -107,6 +113,21 @@ module Narwhal
       CLOSE
     end
 
+    # No request has been complete on it yet: a new connection whose first
+    # request has not arrived (AcceptGate counts it as claiming a thread).
+    def awaiting_first_request?
+      @requests.zero?
+    end
+
+    # After #after_response said KEEP on an app thread: a pipelined request
+    # already buffered is handed on (to the back of the queue), else the
+    # connection waits for more bytes.
+    def continue
+      return KEEP if @off >= @buf.bytesize
+
+      process
+    end
+
     # The socket takes bytes again: sends what it takes of the spool; once
     # all went out, reads again, first the pipelined requests already read.
     def on_writable
@@ -140,7 +161,8 @@ module Narwhal
 
       finish_request
       return RELEASE if hijacked
-      return CLOSE unless outcome == Responder::KEEP
+      # (with threads, a graceful stop may have begun while the app ran)
+      return CLOSE unless outcome == Responder::KEEP && @context.keepalive
 
       @deadline = Clock.now + @keepalive_timeout
       KEEP
@@ -238,7 +260,13 @@ module Narwhal
       @requests += 1
       keepalive = @parser.keepalive? && @requests < @keepalive_requests && @context.keepalive
       @request.complete(@input, @parser.http11?, keepalive)
-      after_response(@dispatcher.dispatch(@request))
+      @state = SERVING
+      @deadline = NO_DEADLINE
+      outcome = @dispatcher.dispatch(@request, self)
+      # queued: an app thread owns the connection now; touch nothing
+      return PARK if outcome == ThreadPool::QUEUED
+
+      after_response(outcome)
     end
 
     # The app returned, part of its response is spooled: the reactor sends

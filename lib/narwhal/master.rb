@@ -69,7 +69,7 @@ module Narwhal
       @listener_set.open(@config[:listeners], default: @config[:default_listen])
       ListenBanner.how_to_stop(@logger)
       @pid_file = PidFile.new(@config[:pid]).tap(&:write) if @config[:pid]
-      @scoreboard = Scoreboard.new(Scoreboard::MAX_SLOTS)
+      @scoreboard = Scoreboard.new(Scoreboard::MAX_SLOTS, threads: @config[:threads])
       @monitor = WorkerMonitor.for(@config, @scoreboard)
       @master_r, @master_w = IO.pipe # workers see EOF when the master is gone
       ready = method(:first_worker_ready)
@@ -232,7 +232,12 @@ module Narwhal
     # file is logged and the running configuration stays.
     def reload
       file = @config.file
-      @config = @config.reload
+      config = @config.reload
+      if config[:threads] > @scoreboard.threads
+        raise ConfigError, "threads #{config[:threads]} is more than the #{@scoreboard.threads} this master " \
+                           "started with; USR2 or a restart applies it"
+      end
+      @config = config
       @logger = @config.logger
       @reexec.logger = @logger
       @monitor = WorkerMonitor.for(@config, @scoreboard)

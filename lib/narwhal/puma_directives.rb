@@ -17,8 +17,6 @@ module Narwhal
     READY = "use after_worker_ready { |server, worker| ... } (runs in each worker once it serves)"
 
     ADVICE = {
-      threads: "narwhal has no request threads yet (it serves one request per worker process); " \
-               "use worker_processes",
       workers: ->(count = "N", *) { "use worker_processes #{count}" },
       port: ->(port = "PORT", host = nil, *) { port_advice(port, host) },
       bind: ->(url = "tcp://HOST:PORT", *) { bind_advice(url.to_s) },

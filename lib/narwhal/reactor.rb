@@ -22,12 +22,21 @@ module Narwhal
   # busy in the app is not waiting, so it is never the one woken. Accepting
   # can be paused and resumed: on its own when accept(2) fails for want of
   # descriptors (AcceptBackoff; the listener would stay readable and the
-  # loop would spin), and by the caller when it has no room for more work.
+  # loop would spin), by the caller when it has no room for more work, when
+  # it holds `max_handlers` connections (the oldest idle one is closed first
+  # to make room), and in a worker with request threads by its AcceptGate.
+  #
+  # With request threads a handler may answer PARK: an app thread has it
+  # now. Handlers' descriptors are then armed ONESHOT, so a parked one
+  # reports nothing until the thread gives it back with #resume (from any
+  # thread: KEEP re-arms it at once; the other answers go through a mailbox
+  # that this loop empties, as it alone closes).
   class Reactor
     KEEP = :keep
     WRITE = :write
     CLOSE = :close
     RELEASE = :release
+    PARK = :park
 
     LISTENER_EVENTS = Poller::READ | Poller::EXCLUSIVE
 
@@ -45,9 +54,19 @@ module Narwhal
     # A listener and the block that makes a handler for each accepted socket.
     Acceptor = Struct.new(:listener, :factory)
 
-    def initialize(logger)
+    # max_handlers: connections held at most (worker_connections); gate:
+    # an AcceptGate (request threads) or nil (the app runs on this thread).
+    def initialize(logger, max_handlers: Float::INFINITY, gate: nil)
       @logger = logger
       @poller = Poller.new
+      @max_handlers = max_handlers
+      @gate = gate
+      # handlers are reported once per arming when threads may hold them
+      @handler_events = gate ? Poller::READ | Poller::ONESHOT : Poller::READ
+      @write_events = gate ? Poller::WRITE | Poller::ONESHOT : Poller::WRITE
+      @full = false       # max_handlers reached
+      @gate_open = true
+      @wake_w = nil
       @targets = []   # fd => handler or Watcher
       @writing = []   # fd => true while its handler waits to write
       @acceptors = [] # listener fd => Acceptor
@@ -60,6 +79,7 @@ module Narwhal
       @held = false       # paused by the caller
       @resume_at = nil    # when a back-off pause ends
       @listening = false  # listeners are in the epoll set
+      open_mailbox if gate
     end
 
     # Accepts from listener (anything with #io and #accept_nonblock); each
@@ -84,7 +104,7 @@ module Narwhal
       update_listeners
       ready = @ready
       until @listeners.empty? && @handlers.empty?
-        count = @poller.wait(@wait, ready)
+        count = @poller.wait(@gate ? gate_wait : @wait, ready)
         i = 0
         while i < count
           fd = ready[i]
@@ -97,9 +117,33 @@ module Narwhal
         end
         now = Clock.now
         sweep(now) if now >= @next_sweep
+        check_gate(now) if @gate
       end
     ensure
       @poller.close
+      close_mailbox
+    end
+
+    # From an app thread: the handler it had (PARK) comes back with what
+    # should happen to it now. KEEP and WRITE re-arm it here (epoll allows
+    # that from any thread); CLOSE and RELEASE are done by the loop, the one
+    # owner of closing.
+    def resume(handler, action)
+      if (action == KEEP || action == WRITE) && (fd = @handlers[handler])
+        wait_for(fd, action == WRITE)
+      else
+        @mail_lock.synchronize { @mailbox.push(handler, action) }
+        wake
+      end
+    rescue IOError, SystemCallError
+      wake # the loop is closing (its poller too)
+    end
+
+    # From any thread: the loop looks at its mailbox and its gate now.
+    def wake
+      @wake_w.write_nonblock(WAKE_BYTE, exception: false)
+    rescue IOError
+      nil
     end
 
     # No more accepting until #resume_accepting (the caller is full).
@@ -130,10 +174,12 @@ module Narwhal
 
     private
 
-    # Listeners are in the epoll set unless the caller or a back-off holds
-    # them out.
+    WAKE_BYTE = "!"
+
+    # Listeners are in the epoll set unless the caller, a back-off, the
+    # connection limit or the gate holds them out.
     def update_listeners
-      listening = !@held && @resume_at.nil?
+      listening = !@held && @resume_at.nil? && !@full && @gate_open
       return if listening == @listening
 
       @listening = listening
@@ -142,7 +188,7 @@ module Narwhal
 
     def register(fd, target)
       @targets[fd] = target
-      @poller.add(fd, Poller::READ)
+      @poller.add(fd, target.is_a?(Watcher) ? Poller::READ : @handler_events)
     end
 
     # Stops watching fd (before it is closed: epoll must not keep it).
@@ -157,11 +203,12 @@ module Narwhal
     def dispatch(target, fd)
       if @writing[fd]
         action = target.on_writable
-        apply(target, fd, action) unless action == WRITE
+        return if action == WRITE && !@gate # level-triggered: still watched
       else
         action = target.on_readable
-        apply(target, fd, action) unless action == KEEP
+        return if action == KEEP && (!@gate || !@handlers.key?(target)) # watchers stay armed
       end
+      apply(target, fd, action)
     rescue StandardError => e
       # a bug must cost one connection, never the process
       internal_error(e)
@@ -169,20 +216,26 @@ module Narwhal
     end
 
     def apply(handler, fd, action)
+      return if action == PARK
+
       if action == KEEP || action == WRITE
         writing = action == WRITE
-        wait_for(fd, writing) unless writing == (@writing[fd] || false)
+        # ONESHOT: armed again after every report; else only on a change
+        wait_for(fd, writing) if @gate || writing != (@writing[fd] || false)
         return
       end
       forget(fd)
       @handlers.delete(handler)
       handler.close if action == CLOSE
+      room_again if @full
     end
 
-    # Switches what fd is watched for: writable (#on_writable) or readable.
+    # Switches what fd is watched for: writable (#on_writable) or readable;
+    # also re-arms a ONESHOT one. From an app thread too (#resume): epoll
+    # allows it, and the loop reads @writing[fd] only for a reported fd.
     def wait_for(fd, writing)
       @writing[fd] = writing
-      @poller.modify(fd, writing ? Poller::WRITE : Poller::READ)
+      @poller.modify(fd, writing ? @write_events : @handler_events)
     end
 
     def drop(handler)
@@ -201,7 +254,14 @@ module Narwhal
       fd = sock.fileno
       register(fd, handler)
       @handlers[handler] = fd
-      dispatch(handler, fd)
+      at_capacity if @handlers.size >= @max_handlers
+      if @gate
+        # its bytes are read when epoll reports them: reading here would
+        # leave the ONESHOT descriptor armed while an app thread has it
+        @gate.accepted(handler)
+      else
+        dispatch(handler, fd)
+      end
     rescue Errno::ECONNABORTED, Errno::EPROTO, Errno::EINTR
       nil
     rescue Errno::EMFILE, Errno::ENFILE, Errno::ENOBUFS, Errno::ENOMEM => e
@@ -237,6 +297,68 @@ module Narwhal
       @resume_at = nil
       @wait = SWEEP_INTERVAL
       update_listeners
+    end
+
+    # At max_handlers: an idle kept-alive connection, the oldest, makes
+    # room; with none idle, accepting waits until one closes.
+    def at_capacity
+      oldest_idle = @handlers.each_key.find(&:idle?)
+      return drop(oldest_idle) if oldest_idle
+
+      @full = true
+      update_listeners
+    end
+
+    def room_again
+      return if @handlers.size >= @max_handlers
+
+      @full = false
+      update_listeners
+    end
+
+    def check_gate(now)
+      open = @gate.open?(now)
+      return if open == @gate_open
+
+      @gate_open = open
+      update_listeners
+    end
+
+    # The gate may want to look again sooner than the next sweep.
+    def gate_wait
+      recheck = @gate.recheck_in
+      recheck && recheck < @wait ? recheck : @wait
+    end
+
+    def open_mailbox
+      @mailbox = []
+      @mail_lock = Mutex.new
+      wake_r, @wake_w = IO.pipe
+      @wake_r = wake_r
+      watch(wake_r) { read_mail }
+    end
+
+    def close_mailbox
+      return unless @wake_w
+
+      @wake_w.close
+      @wake_r.close
+    end
+
+    def read_mail
+      @wake_r.read_nonblock(4096, exception: false)
+      mail = @mail_lock.synchronize do
+        taken = @mailbox
+        @mailbox = []
+        taken
+      end
+      mail.each_slice(2) { |handler, action| mailed(handler, action) }
+    end
+
+    # Also for a handler the loop already dropped (close_all): then nothing.
+    def mailed(handler, action)
+      fd = @handlers[handler] or return
+      apply(handler, fd, action)
     end
 
     def sweep(now)

@@ -24,13 +24,19 @@ module Narwhal
     KEEPALIVE = ResponseHead::REQ_KEEPALIVE
     HEAD = ResponseHead::REQ_HEAD
 
-    # env: the current request's, nil between requests. flags: ResponseHead's
-    # REQ_* bits for the response. out: the connection's SocketWriter.
-    attr_reader :env, :flags, :out, :finished_callbacks, :after_reply
+    # What a request asks of the server it runs in: #keepalive turns false
+    # on a graceful stop (Connection::Context).
+    SERVING_ON = Struct.new(:keepalive).new(true).freeze
 
-    # template: the listener's env defaults (frozen, shared).
-    def initialize(template, out, remote_addr, early_hints: false)
+    # env: the current request's, nil between requests. out: the
+    # connection's SocketWriter.
+    attr_reader :env, :out, :finished_callbacks, :after_reply
+
+    # template: the listener's env defaults (frozen, shared); server: see
+    # SERVING_ON.
+    def initialize(template, out, remote_addr, early_hints: false, server: SERVING_ON)
       @out = out
+      @server = server
       @finished_callbacks = []
       @after_reply = []
       @template = template.merge(REMOTE_ADDR => remote_addr, RACK_HIJACK => method(:hijack),
@@ -53,6 +59,18 @@ module Narwhal
       flags |= KEEPALIVE if keepalive
       flags |= HEAD if @env[REQUEST_METHOD] == HEAD_METHOD
       @flags = flags
+    end
+
+    # ResponseHead's REQ_* bits for the response. Read when the head is
+    # written: a graceful stop that began while the request waited or ran
+    # (other threads serve meanwhile) makes it the connection's last.
+    def flags
+      @server.keepalive ? @flags : @flags & ~KEEPALIVE
+    end
+
+    # The response will say Connection: close (the worker sheds the client).
+    def close_connection
+      @flags &= ~KEEPALIVE
     end
 
     # Also before #complete: a request refused while being read.

@@ -3,9 +3,13 @@
 module Narwhal
   # What one serving process runs: it wires the reactor (Reactor) over the
   # listeners, the reading side of each accepted connection (Connection,
-  # Request), the dispatcher (Dispatcher::Inline) and the responder
-  # (Responder) around the app, and handles the shutdown signals (QUIT
-  # graceful, INT/TERM immediate, USR1 reopen logs).
+  # Request), the dispatcher and the responders (Responder) around the app,
+  # and handles the shutdown signals (QUIT graceful, INT/TERM immediate,
+  # USR1 reopen logs).
+  #
+  # With `threads 1` the app runs on the reactor's own thread
+  # (Dispatcher::Inline): no other Ruby thread, no hand-off. With more, a
+  # ThreadPool runs it and an AcceptGate decides when to accept.
   #
   # A worker runs one of these after the master forks it. A program may
   # also run one on its own (standalone: no master, no workers; it binds or
@@ -38,13 +42,16 @@ module Narwhal
       ).freeze
       @standalone = listeners.nil?
       @listeners = listeners || []
-      scoreboard ||= Scoreboard.new(1)
+      @threads = config[:threads]
+      scoreboard ||= Scoreboard.new(1, threads: @threads)
+      @threads = scoreboard.threads if @threads > scoreboard.threads
+      @scoreboard = scoreboard
+      @slot = slot
       @counters = scoreboard.worker_slot(slot)
       # one per process: the bound on what its connections spool together
       @spool_budget = SpoolBudget.new(config[:response_spool_max], config[:response_buffer_size])
       @soft_timeout = SoftTimeout.new(config[:soft_timeout], @logger) if config[:soft_timeout]
-      @responder = responder_for(Thread.current, scoreboard.thread_slot(slot, 0))
-      @context = Connection::Context.new(@limits, Dispatcher::Inline.new(@responder), @logger, @counters, true)
+      @context = Connection::Context.new(@limits, dispatcher, @logger, @counters, true)
       @master_pipe = master_pipe
       @ready = ready
       @signals = nil # SignalQueue, while running
@@ -60,20 +67,35 @@ module Narwhal
 
     def run
       bind if @standalone && @listeners.empty?
-      @reactor = Reactor.new(@logger)
+      gate = @pool && AcceptGate.new(@pool, @scoreboard, @slot, @listeners.map(&:io))
+      @reactor = Reactor.new(@logger, max_handlers: @config[:worker_connections], gate: gate)
       @listeners.each { |l| accept_from(l) }
       install_signals
       @reactor.watch(@master_pipe) { master_gone } if @master_pipe
+      @pool&.start(@reactor)
       @soft_timeout&.start
+      @counters.accepting = true
       @ready ? @ready.call : @logger.info("narwhal #{VERSION} serving pid=#{Process.pid}")
       @reactor.run
+      @pool&.stop(wait: !@exiting_now)
     ensure
+      @counters.accepting = false
+      @pool&.stop(wait: false)
       @soft_timeout&.stop
       @listeners.each(&:close) if @standalone
       restore_signals
     end
 
     private
+
+    # Inline with one thread, else a pool with a responder per thread
+    # (each thread is watched by soft_timeout, when on, once it serves).
+    def dispatcher
+      responders = Array.new(@threads) { |i| responder_for(Thread.current, @scoreboard.thread_slot(@slot, i)) }
+      return Dispatcher::Inline.new(responders.first) if @threads == 1
+
+      @pool = ThreadPool.new(responders, @scoreboard, @slot, @logger)
+    end
 
     # The Responder of one app thread, given its scoreboard thread slot;
     # with soft_timeout on, the watchdog watches the thread. Request
@@ -107,8 +129,8 @@ module Narwhal
       @reactor.add_listener(listener) do |sock|
         @counters.count(Scoreboard::CONNECTIONS_ACCEPTED)
         out = SocketWriter.new(sock, write_timeout, budget)
-        Connection.new(sock, Request.new(template, out, listener.remote_addr(sock), early_hints: early_hints),
-                       @context)
+        request = Request.new(template, out, listener.remote_addr(sock), early_hints: early_hints, server: @context)
+        Connection.new(sock, request, @context)
       end
     end
 
@@ -117,7 +139,7 @@ module Narwhal
         "rack.version" => rack_version,
         "rack.errors" => $stderr,
         "rack.input" => NullInput::INSTANCE,
-        "rack.multithread" => false,
+        "rack.multithread" => @threads > 1,
         "rack.multiprocess" => @config[:worker_processes].to_i > 1,
         "rack.run_once" => false,
         "rack.url_scheme" => "http",
@@ -160,6 +182,7 @@ module Narwhal
           graceful_stop("retiring after a soft timeout: finishing requests in progress, then exiting to be replaced")
         else
           @context.keepalive = false
+          @exiting_now = true
           @logger.info("#{sig} received: exiting now")
           @reactor.close_all
         end
@@ -174,6 +197,7 @@ module Narwhal
       return unless @context.keepalive # the master repeats QUIT until we are gone
 
       @context.keepalive = false
+      @counters.accepting = false # siblings stop leaving connections to us
       @logger.info(message)
       @reactor.stop_accepting
     end

@@ -79,10 +79,24 @@ class ConfiguratorTest < Minitest::Test
     assert_equal "1: unknown directive frobnicate", config_error("frobnicate\n")
   end
 
+  def test_threads_and_their_limits
+    assert_equal 1, Narwhal::Configurator.new[:threads], "Unicorn's one request per worker by default"
+    assert_equal 5, Narwhal::Configurator.new(file: write_config("threads 5\n"))[:threads]
+    assert_equal 5, Narwhal::Configurator.new(file: write_config("threads 5, 5\n"))[:threads], "Puma's form"
+    assert_equal "1: narwhal runs a fixed number of threads per worker: use threads 16", config_error("threads 0, 16\n")
+    assert_equal "2: threads expects an Integer from 1 to 256, got 0", config_error("\nthreads 0\n")
+    assert_equal 'threads expects an Integer from 1 to 256, got "4"', config_error('threads "4"').sub(/\A\d+: /, "")
+    assert_equal "1: threads expects an Integer from 1 to 256, got 257", config_error("threads 257\n")
+    assert_equal "2: worker_processes 64 x threads 65 is more than 4096 request threads",
+                 config_error("worker_processes 64\nthreads 65\n")
+    assert_equal "2: worker_processes 65 x threads 64 is more than 4096 request threads",
+                 config_error("threads 64\nworker_processes 65\n")
+    assert_equal 1000, Narwhal::Configurator.new[:worker_connections]
+    assert_equal "1: worker_connections expects an Integer >= 1, got 0", config_error("worker_connections 0\n")
+  end
+
   def test_puma_directives_name_the_narwhal_equivalent
     {
-      "threads 5, 5" => "threads is a Puma directive: narwhal has no request threads yet (it serves one request " \
-                        "per worker process); use worker_processes",
       "workers ENV.fetch('WEB_CONCURRENCY') { 3 }" => "workers is a Puma directive: use worker_processes 3",
       "port ENV.fetch('PORT', 3000)" => 'port is a Puma directive: use listen ":3000" (on the command line: ' \
                                         "-o 0.0.0.0 -p 3000)",

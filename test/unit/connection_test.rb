@@ -26,7 +26,7 @@ class ConnectionTest < Minitest::Test
       @outcome = Narwhal::Responder::KEEP
     end
 
-    def dispatch(request)
+    def dispatch(request, _connection)
       env = request.env
       body = env["rack.input"]&.read
       @seen << { method: env["REQUEST_METHOD"], path: env["PATH_INFO"], body: body, flags: request.flags,

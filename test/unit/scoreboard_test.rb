@@ -193,6 +193,32 @@ class ScoreboardTest < Minitest::Test
   end
 
   # `while`, not `times`: the loop itself must not allocate
+  def test_most_idle_threads_counts_accepting_siblings_within_the_span
+    board = Scoreboard.new(4, threads: 3)
+    assert_equal(-1, board.most_idle_threads(0), "no sibling accepts yet")
+    board.span = 3
+    board.worker_slot(1).accepting = true
+    board.worker_slot(3).accepting = true # beyond the span: not a worker
+    assert_equal 3, board.most_idle_threads(0)
+    pid = fork do
+      board.thread_slot(1, 0).request_started
+      board.thread_slot(1, 2).request_started
+      exit!(0)
+    end
+    Process.wait(pid)
+    assert_equal 1, board.most_idle_threads(0), "a forked sibling's busy threads are seen"
+    assert_equal(-1, board.most_idle_threads(1), "a worker never counts itself")
+    board.worker_slot(2).accepting = true
+    assert_equal 3, board.most_idle_threads(0)
+    board.worker_slot(2).accepting = false # stopping: it takes no more
+    assert_equal 1, board.most_idle_threads(0)
+    board.reset(1)
+    refute board.worker_slot(1).accepting?, "a reset slot does not accept"
+    board.span = 1
+    assert_equal 3, board.header[:worker_span], "the span never shrinks"
+    assert_raises(IndexError) { board.span = 5 }
+  end
+
   def per_request(thread, worker, counter, calls)
     i = 0
     while i < calls

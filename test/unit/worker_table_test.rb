@@ -14,6 +14,8 @@ class WorkerTableTest < Minitest::Test
     def reset(nr)
       resets << nr
     end
+
+    def span=(_slots); end
   end
 
   def setup

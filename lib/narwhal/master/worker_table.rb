@@ -128,6 +128,7 @@ module Narwhal
 
       def spawn(worker)
         @scoreboard.reset(worker.nr)
+        @scoreboard.span = worker.nr + 1 # siblings look this far for idle threads
         @config[:before_fork].call(@hook_server, worker)
         worker.pid = fork { @child.call(worker, @reports) }
         @by_pid[worker.pid] = worker

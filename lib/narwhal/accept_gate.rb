@@ -1,0 +1,100 @@
+# frozen_string_literal: true
+
+module Narwhal
+  # Whether a worker with request threads should take a new connection now.
+  # The reactor asks on every pass of its loop and keeps its listeners out
+  # of the epoll set while the answer is no: the connection then waits in
+  # the kernel's listen queue, where another worker (or this one, later)
+  # takes it, and where an operator can see it.
+  #
+  # Yes needs all of:
+  # - capacity: an idle thread that no ready request has claimed (queued
+  #   requests and connections accepted a moment ago whose request has not
+  #   arrived yet both claim one; the latter for FRESH_GRACE at most);
+  # - preference: no accepting sibling has more idle threads (the
+  #   scoreboard says), so that the kernel's wake-up goes to the idlest
+  #   worker. A connection that nonetheless waits in the listen queue for
+  #   PENDING_GRACE (the sibling is slow to take it) ends the deferral.
+  class AcceptGate
+    # How long a new connection without its first request claims a thread.
+    FRESH_GRACE = 0.05
+    # How often a worker with a busy thread looks at its siblings again:
+    # they change without telling it.
+    RECHECK = 0.005
+    # A connection waiting this long is taken even if a sibling looks idler.
+    PENDING_GRACE = 0.1
+
+    # pool: the ThreadPool (#unclaimed); scoreboard and nr: this worker's
+    # siblings' idle threads; listeners: IOs to look at for waiting
+    # connections while deferring.
+    def initialize(pool, scoreboard, nr, listeners)
+      @pool = pool
+      @threads = pool.size
+      @scoreboard = scoreboard
+      @nr = nr
+      @listeners = listeners
+      @fresh = []          # connections accepted without a request yet
+      @fresh_until = []    # and until when each claims a thread
+      @busy = false        # some thread busy or claimed: siblings matter
+      @pending_since = nil
+    end
+
+    # A connection was just accepted (and its first read done).
+    def accepted(connection)
+      return unless connection.awaiting_first_request?
+
+      @fresh << connection
+      @fresh_until << (Clock.now + FRESH_GRACE)
+    end
+
+    def open?(now)
+      expire_fresh(now) unless @fresh.empty?
+      free = @pool.unclaimed - @fresh.size
+      @busy = free < @threads
+      return false if free <= 0
+      return true unless @busy # all idle: nobody is idler
+
+      !defer?(free, now)
+    end
+
+    # When the reactor must ask again even if nothing happens here.
+    def recheck_in
+      @busy ? RECHECK : nil
+    end
+
+    private
+
+    def defer?(free, now)
+      if @scoreboard.most_idle_threads(@nr) <= free
+        @pending_since = nil
+        return false
+      end
+      !waited_too_long?(now)
+    end
+
+    # True (stop deferring) once a connection waited PENDING_GRACE.
+    def waited_too_long?(now)
+      unless IO.select(@listeners, nil, nil, 0)
+        @pending_since = nil
+        return false
+      end
+      @pending_since ||= now
+      return false if now - @pending_since < PENDING_GRACE
+
+      @pending_since = nil
+      true
+    end
+
+    def expire_fresh(now)
+      i = 0
+      while i < @fresh.size
+        if @fresh_until[i] <= now || !@fresh[i].awaiting_first_request?
+          @fresh.delete_at(i)
+          @fresh_until.delete_at(i)
+        else
+          i += 1
+        end
+      end
+    end
+  end
+end

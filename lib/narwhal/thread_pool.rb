@@ -1,0 +1,120 @@
+# frozen_string_literal: true
+
+module Narwhal
+  # The dispatcher of a worker with request threads (`threads N`, N > 1):
+  # N app threads, each with its own Responder (and scoreboard sub-slot),
+  # take complete requests from one FIFO per worker, in the order they
+  # became ready, whether they came from a new connection, a kept-alive
+  # one or a pipeline. The reactor keeps reading on the worker's main
+  # thread; it never runs the app.
+  #
+  # After a response the thread finishes the connection's turn itself:
+  # a pipelined request already buffered goes to the back of the FIFO (so
+  # it continues at once only when nothing else waits), and the connection
+  # goes back to the reactor (Reactor#resume).
+  #
+  # Shedding: when a thread takes a request while others still wait and a
+  # sibling worker has an idle thread, that response says Connection:
+  # close, so the client's next request reconnects and the kernel gives it
+  # to a worker that can serve it now. With one worker, or every worker
+  # full, nothing is shed: that would only cost reconnects.
+  class ThreadPool
+    QUEUED = :queued
+
+    attr_reader :size
+
+    # responders: one per thread; scoreboard/nr: where the siblings' idle
+    # threads are read for shedding.
+    def initialize(responders, scoreboard, nr, logger)
+      @responders = responders
+      @size = responders.size
+      @scoreboard = scoreboard
+      @nr = nr
+      @logger = logger
+      @lock = Mutex.new
+      @work = ConditionVariable.new
+      @fifo = []
+      @idle = 0
+      @stopping = false
+      @threads = []
+      @reactor = nil
+    end
+
+    # on_thread: called in each new thread with its Responder's slot (a
+    # watchdog registers it).
+    def start(reactor, &on_thread)
+      @reactor = reactor
+      @threads = @responders.each_with_index.map do |responder, i|
+        Thread.new do
+          Thread.current.name = "narwhal request #{i}"
+          on_thread&.call(Thread.current, responder)
+          work(responder)
+        end
+      end
+    end
+
+    # On the reactor's thread: the connection's request is complete.
+    def dispatch(_request, connection)
+      @lock.synchronize do
+        @fifo << connection
+        @work.signal
+      end
+      QUEUED
+    end
+
+    # Idle threads that no queued request has claimed (may be negative).
+    def unclaimed
+      @lock.synchronize { @idle - @fifo.size }
+    end
+
+    # Waits for the threads once the queue is empty (graceful), or not at
+    # all (wait: false, the process is about to exit).
+    def stop(wait: true)
+      @lock.synchronize do
+        @stopping = true
+        @work.broadcast
+      end
+      @threads.each(&:join) if wait
+    end
+
+    private
+
+    def work(responder)
+      while (connection = take)
+        serve(responder, connection)
+      end
+    end
+
+    # The next connection, or nil when stopping with nothing left.
+    def take
+      connection = nil
+      others_wait = false
+      @lock.synchronize do
+        @idle += 1
+        # the reactor may be holding accepts for want of a thread: no more
+        @reactor.wake if @idle - @fifo.size == 1
+        @work.wait(@lock) while @fifo.empty? && !@stopping
+        @idle -= 1
+        connection = @fifo.shift
+        others_wait = !@fifo.empty?
+      end
+      connection&.request&.close_connection if others_wait && shed?
+      connection
+    end
+
+    def shed?
+      @scoreboard.most_idle_threads(@nr).positive?
+    end
+
+    def serve(responder, connection)
+      outcome = responder.respond(connection.request)
+      action = connection.after_response(outcome)
+      action = connection.continue if action == Reactor::KEEP
+      @reactor.resume(connection, action) unless action == Reactor::PARK
+    rescue Exception => e # rubocop:disable Lint/RescueException
+      # the thread must outlive anything a request raised past the responder
+      @logger.error("internal error: #{e.class}: #{e.message}#{ErrorMessage.backtrace(e)}")
+      @reactor.resume(connection, Reactor::CLOSE)
+    end
+  end
+end
