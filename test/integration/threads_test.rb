@@ -295,6 +295,15 @@ class ThreadsTest < Minitest::Test
     assert @server.wait_exit(timeout: 10).success?
   end
 
+  def test_worker_connections_closes_the_oldest_idle_connection_for_a_new_one
+    start(workers: 1, threads: 2, extra: "worker_connections 2\n")
+    oldest, newer = Array.new(2) { client }
+    [oldest, newer].each { |c| assert_equal 200, get(c, "/pid").status }
+    assert_equal 200, get(client, "/pid").status, "a third connection is served"
+    assert oldest.closed?(timeout: 5), "the oldest idle connection made room"
+    assert_equal 200, get(newer, "/pid").status, "the newer one stays"
+  end
+
   def test_fork_is_refused_in_a_worker_with_threads_and_spawn_is_not
     start(workers: 1, threads: 2)
     assert_match(/\ANarwhal::ForkError: fork in a worker with request threads \(threads 2\)/, get(client, "/fork").body)
