@@ -304,6 +304,30 @@ class ThreadsTest < Minitest::Test
     assert_equal 200, get(newer, "/pid").status, "the newer one stays"
   end
 
+  def test_usr1_and_ttou_with_requests_in_the_app
+    port = TCPServer.open("127.0.0.1", 0) { |s| s.local_address.ip_port }
+    @server = Narwhal::ServerProcess.new(app: APP, listen: "127.0.0.1:#{port}",
+                                         config: "worker_processes 2\nthreads 2\nstderr_path 'narwhal.log'\n")
+    log = File.join(@server.dir, "narwhal.log")
+    wait_until(message: "two workers ready") { File.exist?(log) && File.read(log).scan(/ready pid/).size == 2 }
+    blocked = Array.new(2) { Narwhal::RawClient.new(TCPSocket.new("127.0.0.1", port)) }
+    (@clients ||= []).concat(blocked)
+    blocked.each { |c| c.write("GET /block/u HTTP/1.1\r\nHost: t\r\n\r\n") }
+    wait_until(message: "one request in each worker") { started("u").uniq.size == 2 }
+    File.rename(log, "#{log}.1")
+    @server.signal(:USR1)
+    wait_until(message: "both workers reopened their log while busy") do
+      File.exist?(log) && File.read(log).scan(/-- : reopened 1 log file/).size == 2
+    end
+    @server.signal(:TTOU)
+    wait_until(message: "worker 1 told to stop") { File.read(log).include?("QUIT received") }
+    release("u")
+    responses = blocked.map { |c| c.read_response(timeout: 10) }
+    assert_equal [200, 200], responses.map(&:status)
+    assert_equal ["close"], responses.map { |r| r["connection"] }.compact, "the retiring worker's response closes"
+    wait_until(message: "one worker left") { @server.worker_pids.size == 1 }
+  end
+
   def test_fork_is_refused_in_a_worker_with_threads_and_spawn_is_not
     start(workers: 1, threads: 2)
     assert_match(/\ANarwhal::ForkError: fork in a worker with request threads \(threads 2\)/, get(client, "/fork").body)
