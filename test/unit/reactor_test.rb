@@ -282,17 +282,20 @@ class ReactorTest < Minitest::Test
     end
   end
 
-  def test_at_max_handlers_with_none_idle_accepting_waits_until_one_closes
+  def test_at_max_handlers_with_none_idle_accepting_waits_until_one_turns_idle
     @reactor = Narwhal::Reactor.new(Logger.new(@log), max_handlers: 1)
-    accept_with(%i[keep close], [])
+    accept_with(%i[keep keep keep], [])
     running do
-      first = connect("a")
+      connect("a")
       wait_for("first") { @handlers.size == 1 }
       connect("b")
       sleep 0.05 # the second must wait in the listen queue
       assert_equal 1, @handlers.size
-      first.write("bye") # the handler answers close
-      wait_for("room again: the second accepted") { @handlers.size == 2 }
+      @handlers.first.idle = true # its request done: kept alive, idle
+      wait_for("room again: the second accepted, the idle one closed") do
+        @handlers.size == 2 && @handlers.first.calls.include?(:close)
+      end
     end
   end
+
 end
