@@ -328,6 +328,15 @@ class ThreadsTest < Minitest::Test
     wait_until(message: "one worker left") { @server.worker_pids.size == 1 }
   end
 
+  def test_hup_cannot_raise_threads_beyond_what_the_master_started_with
+    start(workers: 1, threads: 2)
+    File.write(File.join(@server.dir, "narwhal.conf.rb"), "worker_processes 1\nthreads 4\n")
+    @server.signal(:HUP)
+    wait_until(message: "the reload refused") { @server.log.include?("keeping the running configuration") }
+    assert_match(/threads 4 is more than the 2 this master started with; USR2 or a restart applies it/, @server.log)
+    assert_equal 200, get(client, "/pid").status
+  end
+
   def test_fork_is_refused_in_a_worker_with_threads_and_spawn_is_not
     start(workers: 1, threads: 2)
     assert_match(/\ANarwhal::ForkError: fork in a worker with request threads \(threads 2\)/, get(client, "/fork").body)
