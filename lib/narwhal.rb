@@ -48,6 +48,8 @@ module Narwhal
   autoload :Dispatcher, "narwhal/dispatcher"
   autoload :ThreadPool, "narwhal/thread_pool"
   autoload :AcceptGate, "narwhal/accept_gate"
+  autoload :ForkGuard, "narwhal/fork_guard"
+  autoload :ForkError, "narwhal/fork_guard"
   autoload :ResponseWriter, "narwhal/response_writer"
   autoload :PendingSend, "narwhal/pending_send"
   autoload :PidFile, "narwhal/pid_file"

@@ -251,10 +251,11 @@ module Narwhal
 
       @backoff.recovered(Clock.now) if @backoff.failing?
       handler = make_handler(acceptor, sock) or return
+      make_room if @handlers.size >= @max_handlers
       fd = sock.fileno
       register(fd, handler)
       @handlers[handler] = fd
-      at_capacity if @handlers.size >= @max_handlers
+      hold_if_full if @handlers.size >= @max_handlers
       if @gate
         # its bytes are read when epoll reports them: reading here would
         # leave the ONESHOT descriptor armed while an app thread has it
@@ -299,18 +300,24 @@ module Narwhal
       update_listeners
     end
 
-    # At max_handlers: an idle kept-alive connection, the oldest, makes
-    # room; with none idle, accepting waits until one closes.
-    def at_capacity
+    # At max_handlers a new connection needs room: the oldest idle
+    # kept-alive connection is closed for it.
+    def make_room
       oldest_idle = @handlers.each_key.find(&:idle?)
-      return drop(oldest_idle) if oldest_idle
+      drop(oldest_idle) if oldest_idle
+    end
+
+    # At max_handlers with none idle to close, accepting waits.
+    def hold_if_full
+      return if @handlers.each_key.any?(&:idle?)
 
       @full = true
       update_listeners
     end
 
+    # One closed, or one became idle (checked on each sweep).
     def room_again
-      return if @handlers.size >= @max_handlers
+      return if @handlers.size >= @max_handlers && @handlers.each_key.none?(&:idle?)
 
       @full = false
       update_listeners
@@ -363,6 +370,7 @@ module Narwhal
 
     def sweep(now)
       @next_sweep = now + SWEEP_INTERVAL
+      room_again if @full
       back_off_over(now) if @resume_at
       @handlers.each do |handler, fd|
         next unless handler.deadline < now

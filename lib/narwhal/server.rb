@@ -73,6 +73,7 @@ module Narwhal
       install_signals
       @reactor.watch(@master_pipe) { master_gone } if @master_pipe
       @pool&.start(@reactor)
+      ForkGuard.arm(@threads) if @pool
       @soft_timeout&.start
       @counters.accepting = true
       @ready ? @ready.call : @logger.info("narwhal #{VERSION} serving pid=#{Process.pid}")
@@ -81,6 +82,7 @@ module Narwhal
     ensure
       @counters.accepting = false
       @pool&.stop(wait: false)
+      ForkGuard.disarm
       @soft_timeout&.stop
       @listeners.each(&:close) if @standalone
       restore_signals

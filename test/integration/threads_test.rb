@@ -10,6 +10,8 @@ require "socket"
 class ThreadsTest < Minitest::Test
   # Paths:
   #   /pid                  the worker's pid
+  #   /fork                 forks, or says why it could not
+  #   /big?n=N              N bytes of "x", streamed in 64 KiB chunks
   #   /echo?id=I&n=N        digest of the request body; a body of N bytes made from I
   #   /sleep?ms=M&id=I      sleeps, answers I
   #   /block/NAME           marks "started-NAME-THREAD-PID" in the server's directory,
@@ -22,9 +24,19 @@ class ThreadsTest < Minitest::Test
       query = Rack::Utils.parse_query(env["QUERY_STRING"])
       case env["PATH_INFO"]
       when "/pid" then text(Process.pid.to_s)
+      when "/fork"
+        begin
+          Process.wait(fork { exit!(0) })
+          text("forked")
+        rescue => e
+          text("#{e.class}: #{e.message}")
+        end
       when "/echo"
         digest = Digest::SHA256.hexdigest(env["rack.input"].read)
         text(pattern(query["id"], query["n"].to_i), "x-digest" => digest, "x-thread" => Thread.current.name.to_s)
+      when "/big"
+        chunk = "x" * 65536
+        [200, { "content-type" => "text/plain" }, Enumerator.new { |y| (query["n"].to_i / 65536).times { y << chunk } }]
       when "/sleep"
         sleep(query["ms"].to_i / 1000.0)
         text(query["id"].to_s)
@@ -70,13 +82,22 @@ class ThreadsTest < Minitest::Test
   # Bytes the client sent that the server has not read yet (/proc/net/tcp:
   # rx_queue of the server's end of the connection).
   def unread_bytes(client)
+    server_side_queues(client)&.last
+  end
+
+  # Bytes the server wrote that its client has not taken (tx_queue).
+  def unsent_bytes(client)
+    server_side_queues(client)&.first
+  end
+
+  def server_side_queues(client)
     server_port = format("%04X", @server.port)
     client_port = format("%04X", client.sock.local_address.ip_port)
     File.foreach("/proc/net/tcp").each do |line|
       fields = line.split
       next unless fields[1].end_with?(":#{server_port}") && fields[2].end_with?(":#{client_port}")
 
-      return Integer(fields[4].split(":").last, 16)
+      return fields[4].split(":").map { |q| Integer(q, 16) }
     end
     nil
   end
@@ -243,12 +264,15 @@ class ThreadsTest < Minitest::Test
     release("a1")
   end
 
-  # States: idle kept-alive, in the app (both threads), queued behind
-  # them, and a head half sent; all on connections the worker holds.
+  # States: idle kept-alive, a response being sent from the spool to a
+  # client not reading, in the app (both threads), queued behind them, and
+  # a head half sent; all on connections the worker holds.
   def test_quit_with_requests_in_every_state
     start(workers: 1, threads: 2)
-    idle, in_app, in_app2, queued, partial = Array.new(5) { client }
-    [idle, in_app, in_app2, queued, partial].each { |c| assert_equal 200, get(c, "/pid").status }
+    idle, writing, in_app, in_app2, queued, partial = Array.new(6) { client }
+    [idle, writing, in_app, in_app2, queued, partial].each { |c| assert_equal 200, get(c, "/pid").status }
+    writing.write("GET /big?n=#{20 * 1024 * 1024} HTTP/1.1\r\nHost: t\r\n\r\n")
+    wait_until(message: "a response waiting for its reader") { unsent_bytes(writing).positive? }
     in_app.write("GET /block/q1 HTTP/1.1\r\nHost: t\r\n\r\n")
     in_app2.write("GET /block/q2 HTTP/1.1\r\nHost: t\r\n\r\n")
     wait_until(message: "two requests in the app") { started("q1").any? && started("q2").any? }
@@ -265,7 +289,86 @@ class ThreadsTest < Minitest::Test
       assert_equal 200, r.status
       assert_equal "close", r["connection"]
     end
+    big = writing.read_response(timeout: 20)
+    assert_equal 20 * 1024 * 1024, big.body.count("x"), "the spooled response is sent whole"
+    assert writing.closed?(timeout: 5)
     assert @server.wait_exit(timeout: 10).success?
+  end
+
+  def test_worker_connections_closes_the_oldest_idle_connection_for_a_new_one
+    start(workers: 1, threads: 2, extra: "worker_connections 2\n")
+    oldest, newer = Array.new(2) { client }
+    [oldest, newer].each { |c| assert_equal 200, get(c, "/pid").status }
+    assert_equal 200, get(client, "/pid").status, "a third connection is served"
+    assert oldest.closed?(timeout: 5), "the oldest idle connection made room"
+    assert_equal 200, get(newer, "/pid").status, "the newer one stays"
+  end
+
+  def test_usr1_and_ttou_with_requests_in_the_app
+    port = TCPServer.open("127.0.0.1", 0) { |s| s.local_address.ip_port }
+    @server = Narwhal::ServerProcess.new(app: APP, listen: "127.0.0.1:#{port}",
+                                         config: "worker_processes 2\nthreads 2\nstderr_path 'narwhal.log'\n")
+    log = File.join(@server.dir, "narwhal.log")
+    wait_until(message: "two workers ready") { File.exist?(log) && File.read(log).scan(/ready pid/).size == 2 }
+    blocked = Array.new(2) { Narwhal::RawClient.new(TCPSocket.new("127.0.0.1", port)) }
+    (@clients ||= []).concat(blocked)
+    blocked.each { |c| c.write("GET /block/u HTTP/1.1\r\nHost: t\r\n\r\n") }
+    wait_until(message: "one request in each worker") { started("u").uniq.size == 2 }
+    File.rename(log, "#{log}.1")
+    @server.signal(:USR1)
+    wait_until(message: "both workers reopened their log while busy") do
+      File.exist?(log) && File.read(log).scan(/-- : reopened 1 log file/).size == 2
+    end
+    @server.signal(:TTOU)
+    wait_until(message: "worker 1 told to stop") { File.read(log).include?("QUIT received") }
+    release("u")
+    responses = blocked.map { |c| c.read_response(timeout: 10) }
+    assert_equal [200, 200], responses.map(&:status)
+    assert_equal ["close"], responses.map { |r| r["connection"] }.compact, "the retiring worker's response closes"
+    wait_until(message: "one worker left") { @server.worker_pids.size == 1 }
+  end
+
+  def test_hup_cannot_raise_threads_beyond_what_the_master_started_with
+    start(workers: 1, threads: 2)
+    File.write(File.join(@server.dir, "narwhal.conf.rb"), "worker_processes 1\nthreads 4\n")
+    @server.signal(:HUP)
+    wait_until(message: "the reload refused") { @server.log.include?("keeping the running configuration") }
+    assert_match(/threads 4 is more than the 2 this master started with; USR2 or a restart applies it/, @server.log)
+    assert_equal 200, get(client, "/pid").status
+  end
+
+  def test_fork_is_refused_in_a_worker_with_threads_and_spawn_is_not
+    start(workers: 1, threads: 2)
+    assert_match(/\ANarwhal::ForkError: fork in a worker with request threads \(threads 2\)/, get(client, "/fork").body)
+    @server.stop
+    start(workers: 1, threads: 1)
+    assert_equal "forked", get(client, "/fork").body
+  end
+
+  def test_soft_timeout_interrupts_one_thread_and_the_worker_is_replaced
+    start(workers: 1, threads: 3, extra: "timeout 30\nsoft_timeout 0.5\n")
+    first_pid = get(client, "/pid").body
+    slow = client
+    slow.write("GET /sleep?ms=5000&id=slow HTTP/1.1\r\nHost: t\r\n\r\n")
+    quick = client
+    quick.write("GET /sleep?ms=200&id=quick HTTP/1.1\r\nHost: t\r\n\r\n")
+    assert_equal "quick", quick.read_response(timeout: 5).body, "the other thread's request is not interrupted"
+    r = slow.read_response(timeout: 5)
+    assert_equal [503, "close"], [r.status, r["connection"]]
+    wait_until(timeout: 10, message: "a new worker") { @server.log.scan(/worker=0 ready pid=\d+/).size == 2 }
+    assert_match(%r{request timeout: GET /sleep ran \d+\.\d+s, past soft_timeout \(0\.5s\)}, @server.log)
+    refute_equal first_pid, get(client, "/pid").body, "the worker retired and was replaced"
+  end
+
+  def test_timeout_kills_the_worker_and_counts_the_requests_dying_with_it
+    start(workers: 1, threads: 3, extra: "timeout 1\n")
+    stuck = Array.new(2) { client }
+    stuck.each { |c| c.write("GET /sleep?ms=20000 HTTP/1.1\r\nHost: t\r\n\r\n") }
+    wait_until(timeout: 10, message: "the kill") { @server.log.include?("killing") }
+    assert_match(/worker=0 pid=\d+ timeout \(\d+\.\d+s > 1s\), killing; 1 other request in flight dies with it/,
+                 @server.log)
+    stuck.each { |c| assert c.closed?(timeout: 5) }
+    assert_equal 200, get(client, "/pid").status, "a new worker serves"
   end
 
   private

@@ -233,4 +233,69 @@ class ReactorTest < Minitest::Test
     r&.close
     w&.close
   end
+
+  # A gate that always lets the reactor accept (request threads' mode).
+  class OpenGate
+    attr_reader :seen
+
+    def initialize
+      @seen = []
+    end
+
+    def open?(_now) = true
+    def recheck_in = nil
+
+    def accepted(handler)
+      @seen << handler
+    end
+  end
+
+  def test_with_threads_a_parked_handler_is_quiet_until_resumed_and_closing_is_the_loops
+    gate = OpenGate.new
+    @reactor = Narwhal::Reactor.new(Logger.new(@log), gate: gate)
+    accept_with(%i[park park])
+    client = connect("one")
+    running do
+      wait_for("read once, parked") { @handlers.first&.calls == [:readable] }
+      client.write("two")
+      sleep 0.05 # nothing must happen: a parked handler's descriptor is disarmed
+      assert_equal [:readable], @handlers.first.calls
+      Thread.new { @reactor.resume(@handlers.first, Narwhal::Reactor::KEEP) }.join
+      wait_for("read again once re-armed") { @handlers.first.calls == %i[readable readable] }
+      Thread.new { @reactor.resume(@handlers.first, Narwhal::Reactor::CLOSE) }.join
+      wait_for("closed by the loop") { @handlers.first.calls.last == :close }
+    end
+    assert_equal [@handlers.first], gate.seen, "the gate hears of each accepted connection"
+  end
+
+  def test_at_max_handlers_the_oldest_idle_connection_makes_room
+    @reactor = Narwhal::Reactor.new(Logger.new(@log), max_handlers: 2)
+    accept_with([], [], [], idle: true)
+    running do
+      connect("a")
+      wait_for("first") { @handlers.size == 1 }
+      connect("b")
+      wait_for("second") { @handlers.size == 2 }
+      connect("c")
+      wait_for("third, and the oldest idle closed") { @handlers.size == 3 && @handlers.first.calls.include?(:close) }
+      refute_includes @handlers[1].calls, :close
+    end
+  end
+
+  def test_at_max_handlers_with_none_idle_accepting_waits_until_one_turns_idle
+    @reactor = Narwhal::Reactor.new(Logger.new(@log), max_handlers: 1)
+    accept_with(%i[keep keep keep], [])
+    running do
+      connect("a")
+      wait_for("first") { @handlers.size == 1 }
+      connect("b")
+      sleep 0.05 # the second must wait in the listen queue
+      assert_equal 1, @handlers.size
+      @handlers.first.idle = true # its request done: kept alive, idle
+      wait_for("room again: the second accepted, the idle one closed") do
+        @handlers.size == 2 && @handlers.first.calls.include?(:close)
+      end
+    end
+  end
+
 end
