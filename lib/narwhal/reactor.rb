@@ -307,7 +307,8 @@ module Narwhal
     end
 
     # At max_handlers: an idle kept-alive connection, the oldest, makes
-    # room; with none idle, accepting waits until one closes.
+    # room; with none idle, accepting waits until one closes or turns idle
+    # (#sweep looks again).
     def at_capacity
       oldest_idle = @handlers.each_key.find(&:idle?)
       return drop(oldest_idle) if oldest_idle
@@ -376,6 +377,9 @@ module Narwhal
 
         apply(handler, fd, timed_out(handler))
       end
+      # full when none was idle: some may be by now (their responses went
+      # out, on this thread or an app thread, which does not tell us)
+      at_capacity if @full
     end
 
     def timed_out(handler)
