@@ -184,15 +184,6 @@ class ScoreboardTest < Minitest::Test
     assert_equal calls + 10, worker.counter(counter)
   end
 
-  private
-
-  def allocations
-    before = GC.stat(:total_allocated_objects)
-    yield
-    GC.stat(:total_allocated_objects) - before
-  end
-
-  # `while`, not `times`: the loop itself must not allocate
   def test_most_idle_threads_counts_accepting_siblings_within_the_span
     board = Scoreboard.new(4, threads: 3)
     assert_equal(-1, board.most_idle_threads(0), "no sibling accepts yet")
@@ -219,6 +210,15 @@ class ScoreboardTest < Minitest::Test
     assert_raises(IndexError) { board.span = 5 }
   end
 
+  private
+
+  def allocations
+    before = GC.stat(:total_allocated_objects)
+    yield
+    GC.stat(:total_allocated_objects) - before
+  end
+
+  # `while`, not `times`: the loop itself must not allocate
   def per_request(thread, worker, counter, calls)
     i = 0
     while i < calls
