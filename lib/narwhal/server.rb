@@ -74,7 +74,7 @@ module Narwhal
       @reactor.watch(@master_pipe) { master_gone } if @master_pipe
       @pool&.start(@reactor)
       @soft_timeout&.start
-      @counters.accepting = true
+      @counters.accepting = @threads # siblings count this many sub-slots as threads
       @ready ? @ready.call : @logger.info("narwhal #{VERSION} serving pid=#{Process.pid}")
       @reactor.run
       @pool&.stop(wait: !@exiting_now)
