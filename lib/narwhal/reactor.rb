@@ -307,8 +307,8 @@ module Narwhal
     end
 
     # At max_handlers: an idle kept-alive connection, the oldest, makes
-    # room; with none idle, accepting waits until one closes or turns idle
-    # (#sweep looks again).
+    # room; with none idle, accepting waits until one closes, or turns
+    # idle while a client waits (#sweep looks again).
     def at_capacity
       oldest_idle = @handlers.each_key.find(&:idle?)
       return drop(oldest_idle) if oldest_idle
@@ -379,7 +379,12 @@ module Narwhal
       end
       # full when none was idle: some may be by now (their responses went
       # out, on this thread or an app thread, which does not tell us)
-      at_capacity if @full
+      at_capacity if @full && client_waiting?
+    end
+
+    # A connection waits in a listen queue: room is needed now.
+    def client_waiting?
+      !@listeners.empty? && IO.select(@listeners.map(&:io), nil, nil, 0)
     end
 
     def timed_out(handler)
