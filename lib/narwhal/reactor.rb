@@ -379,10 +379,11 @@ module Narwhal
       end
       # full when none was idle: some may be by now (their responses went
       # out, on this thread or an app thread, which does not tell us)
-      at_capacity if @full && client_waiting?
+      at_capacity if @full && @gate_open && client_waiting?
     end
 
-    # A connection waits in a listen queue: room is needed now.
+    # A connection waits in a listen queue: room is needed now (if the
+    # gate, when there is one, would let it in).
     def client_waiting?
       !@listeners.empty? && IO.select(@listeners.map(&:io), nil, nil, 0)
     end
