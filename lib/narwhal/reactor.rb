@@ -184,6 +184,7 @@ module Narwhal
 
       @listening = listening
       @listeners.each { |l| listening ? @poller.add(l.io.fileno, LISTENER_EVENTS) : @poller.delete(l.io.fileno) }
+      @gate&.listening(listening)
     end
 
     def register(fd, target)

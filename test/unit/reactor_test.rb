@@ -239,6 +239,7 @@ class ReactorTest < Minitest::Test
     def accepted(_handler); end
     def open?(_now) = true
     def recheck_in = nil
+    def listening(_on); end
   end
 
   # With request threads: a connection parked after a write, whose socket
