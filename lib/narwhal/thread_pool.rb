@@ -45,7 +45,7 @@ module Narwhal
     def start(reactor, &on_thread)
       @reactor = reactor
       @on_thread = on_thread
-      @threads = @responders.each_index.map { |i| spawn(i) }
+      @threads = @responders.each_index.map { |i| start_thread(i) }
     end
 
     # On the reactor's thread: the connection's request is complete.
@@ -74,7 +74,7 @@ module Narwhal
 
     private
 
-    def spawn(i)
+    def start_thread(i)
       Thread.new do
         Thread.current.name = "narwhal request #{i}"
         responder = @responders[i]
@@ -95,7 +95,7 @@ module Narwhal
         return if @stopping
 
         @logger.error("request thread #{i} was ended by the app; starting another")
-        @threads[i] = spawn(i)
+        @threads[i] = start_thread(i)
       end
     end
 
