@@ -63,7 +63,9 @@ struct nw_sb_header {
 
 struct nw_sb_worker {
   int64_t pid;                       /* the process in the slot; 0 = none recorded */
-  int64_t accepting;                 /* 1 while the worker takes new connections */
+  int64_t accepting;                 /* while the worker takes new connections: the
+                                        threads it runs (fewer than the sub-slots
+                                        after a reload lowered `threads`); else 0 */
   int64_t counters[NW_SB_COUNTERS];  /* indexed by enum nw_sb_counter */
 };
 
@@ -159,9 +161,12 @@ static inline long nw_sb_most_idle(char *base, const struct nw_sb_header *h, uin
   if (span > h->workers) span = h->workers;
   for (nr = 0; nr < span; nr++) {
     struct nw_sb_worker *w = nw_sb_worker_at(base, h, nr);
+    int64_t threads = __atomic_load_n(&w->accepting, __ATOMIC_ACQUIRE);
     long idle = 0;
-    if (nr == skip || !__atomic_load_n(&w->accepting, __ATOMIC_ACQUIRE)) continue;
-    for (i = 0; i < h->threads; i++)
+    if (nr == skip || threads <= 0) continue;
+    if (threads > (int64_t)h->threads) threads = h->threads;
+    /* sub-slots past the worker's threads are never busy: not idle threads */
+    for (i = 0; i < (uint32_t)threads; i++)
       if (!nw_sb_started_ms(nw_sb_thread_at(w, h, i))) idle++;
     if (idle > best) best = idle;
   }

@@ -156,10 +156,21 @@ static VALUE worker_slot_pid(VALUE self)
   return LL2NUM(__atomic_load_n(&worker_slot(self)->slot->pid, __ATOMIC_ACQUIRE));
 }
 
-/* WorkerSlot#accepting = bool: whether siblings may leave connections to it */
+/*
+ * WorkerSlot#accepting = threads: whether siblings may leave connections to
+ * it, and how many of its thread sub-slots are threads (Integer; true: all
+ * of them; false or nil: it accepts nothing)
+ */
 static VALUE worker_slot_set_accepting(VALUE self, VALUE flag)
 {
-  __atomic_store_n(&worker_slot(self)->slot->accepting, RTEST(flag) ? 1 : 0, __ATOMIC_RELEASE);
+  int64_t threads = 0;
+  if (FIXNUM_P(flag)) {
+    threads = FIX2LONG(flag);
+    if (threads < 0) rb_raise(rb_eArgError, "negative thread count %ld", (long)threads);
+  } else if (RTEST(flag)) {
+    threads = NW_SB_MAX_THREADS;
+  }
+  __atomic_store_n(&worker_slot(self)->slot->accepting, threads, __ATOMIC_RELEASE);
   return flag;
 }
 

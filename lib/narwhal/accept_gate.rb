@@ -11,10 +11,11 @@ module Narwhal
   # - capacity: an idle thread that no ready request has claimed (queued
   #   requests and connections accepted a moment ago whose request has not
   #   arrived yet both claim one; the latter for FRESH_GRACE at most);
-  # - preference: no accepting sibling has more idle threads (the
-  #   scoreboard says), so that the kernel's wake-up goes to the idlest
-  #   worker. A connection that nonetheless waits in the listen queue for
-  #   PENDING_GRACE (the sibling is slow to take it) ends the deferral.
+  # - preference: no accepting sibling (one whose listeners are in its
+  #   epoll set: #listening) has more idle threads (the scoreboard says),
+  #   so that the kernel's wake-up goes to the idlest worker. A connection
+  #   that nonetheless waits in the listen queue for PENDING_GRACE (the
+  #   sibling is slow to take it) ends the deferral.
   class AcceptGate
     # How long a new connection without its first request claims a thread.
     FRESH_GRACE = 0.05
@@ -32,6 +33,7 @@ module Narwhal
       @threads = pool.size
       @scoreboard = scoreboard
       @nr = nr
+      @worker = scoreboard.worker_slot(nr)
       @listeners = listeners
       @fresh = []          # connections accepted without a request yet
       @fresh_until = []    # and until when each claims a thread
@@ -60,6 +62,14 @@ module Narwhal
     # When the reactor must ask again even if nothing happens here.
     def recheck_in
       @busy ? RECHECK : nil
+    end
+
+    # The reactor's listeners entered or left its epoll set (this gate, the
+    # connection limit, a back-off, a stop): siblings count this worker's
+    # idle threads only while it can take a connection, or they would
+    # leave it connections that wait for PENDING_GRACE.
+    def listening(on)
+      @worker.accepting = on ? @threads : 0
     end
 
     private

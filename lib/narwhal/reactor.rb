@@ -184,20 +184,26 @@ module Narwhal
 
       @listening = listening
       @listeners.each { |l| listening ? @poller.add(l.io.fileno, LISTENER_EVENTS) : @poller.delete(l.io.fileno) }
+      @gate&.listening(listening)
     end
 
     def register(fd, target)
       @targets[fd] = target
+      @writing[fd] = nil # the number may have been a released socket's
       @poller.add(fd, target.is_a?(Watcher) ? Poller::READ : @handler_events)
     end
 
     # Stops watching fd (before it is closed: epoll must not keep it).
+    # EPERM: the number is a file's now (a released socket was closed),
+    # which epoll cannot hold: nothing of ours is left to delete.
     def forget(fd)
       return unless @targets[fd]
 
       @targets[fd] = nil
       @writing[fd] = nil
       @poller.delete(fd)
+    rescue Errno::EPERM
+      nil
     end
 
     def dispatch(target, fd)
@@ -224,7 +230,9 @@ module Narwhal
         wait_for(fd, writing) if @gate || writing != (@writing[fd] || false)
         return
       end
-      forget(fd)
+      # a socket released from an app thread may have been closed since,
+      # and its number given to a connection accepted meanwhile
+      forget(fd) if @targets[fd].equal?(handler)
       @handlers.delete(handler)
       handler.close if action == CLOSE
       room_again if @full

@@ -75,7 +75,7 @@ module Narwhal
       @pool&.start(@reactor)
       ForkGuard.arm(@threads) if @pool
       @soft_timeout&.start
-      @counters.accepting = true
+      @counters.accepting = @threads # siblings count this many sub-slots as threads
       @ready ? @ready.call : @logger.info("narwhal #{VERSION} serving pid=#{Process.pid}")
       @reactor.run
       @pool&.stop(wait: !@exiting_now)

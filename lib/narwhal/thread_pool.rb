@@ -44,13 +44,8 @@ module Narwhal
     # watchdog registers it).
     def start(reactor, &on_thread)
       @reactor = reactor
-      @threads = @responders.each_with_index.map do |responder, i|
-        Thread.new do
-          Thread.current.name = "narwhal request #{i}"
-          on_thread&.call(Thread.current, responder)
-          work(responder)
-        end
-      end
+      @on_thread = on_thread
+      @threads = @responders.each_index.map { |i| start_thread(i) }
     end
 
     # On the reactor's thread: the connection's request is complete.
@@ -78,6 +73,31 @@ module Narwhal
     end
 
     private
+
+    def start_thread(i)
+      Thread.new do
+        Thread.current.name = "narwhal request #{i}"
+        responder = @responders[i]
+        @on_thread&.call(Thread.current, responder)
+        done = false
+        work(responder)
+        done = true
+      ensure
+        replace(i) unless done
+      end
+    end
+
+    # The app ended its thread (Thread#exit or #kill: no rescue runs, only
+    # ensure blocks): another takes its place, or the worker would serve
+    # with one thread fewer for the rest of its life.
+    def replace(i)
+      @lock.synchronize do
+        return if @stopping
+
+        @logger.error("request thread #{i} was ended by the app; starting another")
+        @threads[i] = start_thread(i)
+      end
+    end
 
     def work(responder)
       while (connection = take)
@@ -107,14 +127,17 @@ module Narwhal
     end
 
     def serve(responder, connection)
+      action = Reactor::CLOSE
       outcome = responder.respond(connection.request)
       action = connection.after_response(outcome)
       action = connection.continue if action == Reactor::KEEP
-      @reactor.resume(connection, action) unless action == Reactor::PARK
     rescue Exception => e # rubocop:disable Lint/RescueException
       # the thread must outlive anything a request raised past the responder
       @logger.error("internal error: #{e.class}: #{e.message}#{ErrorMessage.backtrace(e)}")
-      @reactor.resume(connection, Reactor::CLOSE)
+      action = Reactor::CLOSE
+    ensure
+      # also when the app ended the thread: the connection closes
+      @reactor.resume(connection, action) unless action == Reactor::PARK
     end
   end
 end

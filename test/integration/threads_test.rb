@@ -40,8 +40,8 @@ class ThreadsTest < Minitest::Test
       when "/sleep"
         sleep(query["ms"].to_i / 1000.0)
         text(query["id"].to_s)
-      when %r{\A/block/(\w+)\z}
-        name = $1
+      when %r{\A/block/\w+\z}
+        name = env["PATH_INFO"].delete_prefix("/block/") # not $1: the app's threads share this lambda's $~
         File.write("started-#{name}-#{Thread.current.object_id}-#{Process.pid}", "")
         deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 20
         sleep 0.005 until File.exist?("release-#{name}") || Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline

@@ -244,6 +244,7 @@ class ReactorTest < Minitest::Test
 
     def open?(_now) = true
     def recheck_in = nil
+    def listening(_on); end
 
     def accepted(handler)
       @seen << handler
@@ -298,4 +299,33 @@ class ReactorTest < Minitest::Test
     end
   end
 
+  # With request threads: a connection parked after a write, whose socket
+  # the app thread took and closed (a hijack) before it released it. A
+  # connection accepted meanwhile gets the same descriptor number: it is
+  # read (not written), and still watched after the release arrives.
+  def test_a_released_socket_closed_early_leaves_the_next_one_on_its_number_alone
+    @reactor = Narwhal::Reactor.new(Logger.new(@log), gate: OpenGate.new)
+    scripts = [->(sock) { WritingHandler.new(sock).tap { |h| h.writes = %i[park] } },
+               ->(sock) { FakeHandler.new(sock, answers: %i[keep keep]) }]
+    @reactor.add_listener(@listener) { |sock| scripts.shift.call(sock).tap { |h| @handlers << h } }
+    connect("request")
+    running do
+      wait_for("parked after writing") { @handlers.first&.calls == %i[readable writable] }
+      hijacked = @handlers.first
+      number = hijacked.io.fileno
+      late = Socket.new(:INET, :STREAM) # made first: it must not take the number
+      @clients << late
+      hijacked.io.close
+      late.connect(Socket.sockaddr_in(@server.addr[1], "127.0.0.1"))
+      wait_for("the next connection accepted") { @handlers.size == 2 }
+      assert_equal number, @handlers.last.io.fileno, "accepted on the closed socket's number"
+      late.write("a")
+      wait_for("the next connection read") { @handlers.last.calls == [:readable] }
+      @reactor.resume(hijacked, :release)
+      wait_for("released") { !@reactor.instance_variable_get(:@handlers).key?(hijacked) }
+      late.write("b")
+      wait_for("the next connection read again") { @handlers.last.calls == %i[readable readable] }
+    end
+    refute_match(/internal error/, @log.string)
+  end
 end

@@ -184,15 +184,6 @@ class ScoreboardTest < Minitest::Test
     assert_equal calls + 10, worker.counter(counter)
   end
 
-  private
-
-  def allocations
-    before = GC.stat(:total_allocated_objects)
-    yield
-    GC.stat(:total_allocated_objects) - before
-  end
-
-  # `while`, not `times`: the loop itself must not allocate
   def test_most_idle_threads_counts_accepting_siblings_within_the_span
     board = Scoreboard.new(4, threads: 3)
     assert_equal(-1, board.most_idle_threads(0), "no sibling accepts yet")
@@ -219,6 +210,31 @@ class ScoreboardTest < Minitest::Test
     assert_raises(IndexError) { board.span = 5 }
   end
 
+  # After a reload lowered `threads`, a worker runs fewer threads than its
+  # slot has sub-slots: the others are no idle threads.
+  def test_most_idle_threads_counts_only_the_threads_a_sibling_runs
+    board = Scoreboard.new(2, threads: 4)
+    board.span = 2
+    board.worker_slot(1).accepting = 2
+    assert board.worker_slot(1).accepting?
+    assert_equal 2, board.most_idle_threads(0)
+    board.thread_slot(1, 0).request_started
+    board.thread_slot(1, 1).request_started
+    assert_equal 0, board.most_idle_threads(0), "both of its threads are busy"
+    board.worker_slot(1).accepting = 0
+    assert_equal(-1, board.most_idle_threads(0), "0 threads: it accepts nothing")
+    assert_raises(ArgumentError) { board.worker_slot(1).accepting = -1 }
+  end
+
+  private
+
+  def allocations
+    before = GC.stat(:total_allocated_objects)
+    yield
+    GC.stat(:total_allocated_objects) - before
+  end
+
+  # `while`, not `times`: the loop itself must not allocate
   def per_request(thread, worker, counter, calls)
     i = 0
     while i < calls

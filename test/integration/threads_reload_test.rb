@@ -1,0 +1,105 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require "socket"
+
+# A HUP may lower `threads` (not raise it: the scoreboard has a sub-slot
+# per thread the master started with). Workers then read their siblings'
+# idle threads from a scoreboard with more sub-slots than threads.
+class ThreadsReloadTest < Minitest::Test
+  # /pid: the worker's pid; /block/NAME: marks "started-NAME", waits for "release-NAME"
+  APP = <<~'RUBY'
+    run lambda { |env|
+      path = env["PATH_INFO"]
+      if path.start_with?("/block/")
+        name = path.delete_prefix("/block/")
+        File.write("started-#{name}", "")
+        deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 20
+        sleep 0.005 until File.exist?("release-#{name}") || Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+      end
+      [200, { "content-type" => "text/plain" }, [Process.pid.to_s]]
+    }
+  RUBY
+
+  def teardown
+    @clients&.each(&:close)
+    @server&.stop
+  end
+
+  def client
+    c = @server.connect
+    (@clients ||= []) << c
+    c
+  end
+
+  def get(c, path)
+    c.write("GET #{path} HTTP/1.1\r\nHost: t\r\n\r\n")
+    c.read_response(timeout: 10)
+  end
+
+  def mark?(name)
+    File.exist?(File.join(@server.dir, name))
+  end
+
+  def release(name)
+    File.write(File.join(@server.dir, "release-#{name}"), "")
+  end
+
+  # Kept-alive connections, e.g. want [4, 2]: four to one worker and two
+  # to the other.
+  def connections_on_two_workers(want)
+    by_pid = Hash.new { |h, k| h[k] = [] }
+    60.times do
+      c = client
+      by_pid[get(c, "/pid").body.to_i] << c
+      first, second = by_pid.values.sort_by(&:size).reverse
+      break if first && second && first.size >= want[0] && second.size >= want[1]
+    end
+    first, second = by_pid.values.sort_by(&:size).reverse
+    assert first && second && first.size >= want[0] && second.size >= want[1],
+           "kept-alive connections on both workers: #{by_pid.transform_values(&:size)}"
+    [first.first(want[0]), second.first(want[1])]
+  end
+
+  # Both workers have every thread busy and requests wait on one: nothing
+  # is shed, since no sibling can take them (a sub-slot beyond the worker's
+  # threads must not count as an idle thread).
+  def test_after_a_reload_to_fewer_threads_full_workers_shed_nothing
+    @server = Narwhal::ServerProcess.start(app: APP, workers: 2, config: "worker_processes 2\nthreads 4\n")
+    old = @server.worker_pids
+    File.write(File.join(@server.dir, "narwhal.conf.rb"), "worker_processes 2\nthreads 2\n")
+    @server.signal(:HUP)
+    wait_until(timeout: 20, message: "two new workers ready") do
+      (pids = @server.worker_pids).size == 2 && (pids & old).empty? && @server.log.scan(/worker=\d+ ready/).size >= 4
+    end
+    on_a, on_b = connections_on_two_workers([4, 2])
+    %w[a0 a1].zip(on_a).each { |name, c| c.write("GET /block/#{name} HTTP/1.1\r\nHost: t\r\n\r\n") }
+    %w[b0 b1].zip(on_b).each { |name, c| c.write("GET /block/#{name} HTTP/1.1\r\nHost: t\r\n\r\n") }
+    wait_until(message: "both threads of both workers busy") { %w[a0 a1 b0 b1].all? { |n| mark?("started-#{n}") } }
+    on_a[2].write("GET /pid HTTP/1.1\r\nHost: t\r\n\r\n")
+    on_a[3].write("GET /pid HTTP/1.1\r\nHost: t\r\n\r\n")
+    wait_until(message: "both requests queued") { on_a[2..3].all? { |c| unread_bytes(c)&.zero? } }
+    release("a0")
+    first = on_a[2].read_response(timeout: 10)
+    assert_equal 200, first.status
+    assert_nil first["connection"], "shed while every thread of the sibling was busy"
+    %w[a1 b0 b1].each { |n| release(n) }
+    assert_equal [200] * 5, [on_a[3], on_a[0], on_a[1], *on_b].map { |c| c.read_response(timeout: 10).status }
+  end
+
+  private
+
+  # Bytes the client sent that the server has not read yet (/proc/net/tcp:
+  # rx_queue of the server's end).
+  def unread_bytes(client)
+    server_port = format("%04X", @server.port)
+    client_port = format("%04X", client.sock.local_address.ip_port)
+    File.foreach("/proc/net/tcp").each do |line|
+      fields = line.split
+      next unless fields[1].end_with?(":#{server_port}") && fields[2].end_with?(":#{client_port}")
+
+      return Integer(fields[4].split(":").last, 16)
+    end
+    nil
+  end
+end
