@@ -129,14 +129,26 @@ module Narwhal
     # that from any thread); CLOSE and RELEASE are done by the loop, the one
     # owner of closing.
     def resume(handler, action)
-      if (action == KEEP || action == WRITE) && (fd = @handlers[handler])
-        wait_for(fd, action == WRITE)
+      if action == KEEP || action == WRITE
+        # under the lock: the loop cannot close it (and give its number to
+        # another connection) between the lookup and the re-arming
+        @mail_lock.synchronize do
+          @parked.delete(handler)
+          fd = @handlers[handler]
+          wait_for(fd, action == WRITE) if fd
+        end
       else
         @mail_lock.synchronize { @mailbox.push(handler, action) }
         wake
       end
     rescue IOError, SystemCallError
       wake # the loop is closing (its poller too)
+    end
+
+    # On this loop's thread, before the handler goes to an app thread (the
+    # dispatcher calls it): until #resume it is neither idle nor timed out.
+    def park(handler)
+      @mail_lock.synchronize { @parked[handler] = true }
     end
 
     # From any thread: the loop looks at its mailbox and its gate now.
@@ -164,7 +176,7 @@ module Narwhal
       @listeners.each { |l| @acceptors[l.io.fileno] = nil }
       @listeners.clear
       @resume_at = nil
-      @handlers.each_key { |h| drop(h) if h.idle? }
+      @handlers.each_key { |h| drop(h) if idle?(h) }
     end
 
     def close_all
@@ -230,10 +242,11 @@ module Narwhal
         wait_for(fd, writing) if @gate || writing != (@writing[fd] || false)
         return
       end
-      # a socket released from an app thread may have been closed since,
-      # and its number given to a connection accepted meanwhile
-      forget(fd) if @targets[fd].equal?(handler)
-      @handlers.delete(handler)
+      if @gate
+        @mail_lock.synchronize { let_go(handler, fd) }
+      else
+        let_go(handler, fd)
+      end
       handler.close if action == CLOSE
       room_again if @full
     end
@@ -311,13 +324,13 @@ module Narwhal
     # At max_handlers a new connection needs room: the oldest idle
     # kept-alive connection is closed for it.
     def make_room
-      oldest_idle = @handlers.each_key.find(&:idle?)
+      oldest_idle = @handlers.each_key.find { |h| idle?(h) }
       drop(oldest_idle) if oldest_idle
     end
 
     # At max_handlers with none idle to close, accepting waits.
     def hold_if_full
-      return if @handlers.each_key.any?(&:idle?)
+      return if @handlers.each_key.any? { |h| idle?(h) }
 
       @full = true
       update_listeners
@@ -325,7 +338,7 @@ module Narwhal
 
     # One closed, or one became idle (checked on each sweep).
     def room_again
-      return if @handlers.size >= @max_handlers && @handlers.each_key.none?(&:idle?)
+      return if @handlers.size >= @max_handlers && @handlers.each_key.none? { |h| idle?(h) }
 
       @full = false
       update_listeners
@@ -347,6 +360,7 @@ module Narwhal
 
     def open_mailbox
       @mailbox = []
+      @parked = {} # handlers an app thread has (under @mail_lock)
       @mail_lock = Mutex.new
       wake_r, @wake_w = IO.pipe
       @wake_r = wake_r
@@ -360,6 +374,19 @@ module Narwhal
       @wake_r.close
     end
 
+    # Idle, and not with an app thread (which may be finishing its turn).
+    def idle?(handler)
+      handler.idle? && !(@parked && @mail_lock.synchronize { @parked.key?(handler) })
+    end
+
+    def let_go(handler, fd)
+      # a socket released from an app thread may have been closed since,
+      # and its number given to a connection accepted meanwhile
+      forget(fd) if @targets[fd].equal?(handler)
+      @handlers.delete(handler)
+      @parked&.delete(handler)
+    end
+
     def read_mail
       @wake_r.read_nonblock(4096, exception: false)
       mail = @mail_lock.synchronize do
@@ -371,9 +398,14 @@ module Narwhal
     end
 
     # Also for a handler the loop already dropped (close_all): then nothing.
+    # One entry failing must not leave the others held forever.
     def mailed(handler, action)
+      @mail_lock.synchronize { @parked.delete(handler) }
       fd = @handlers[handler] or return
       apply(handler, fd, action)
+    rescue StandardError => e
+      internal_error(e)
+      drop(handler) if @handlers.key?(handler)
     end
 
     def sweep(now)
@@ -382,6 +414,7 @@ module Narwhal
       back_off_over(now) if @resume_at
       @handlers.each do |handler, fd|
         next unless handler.deadline < now
+        next if @parked&.key?(handler) # its thread decides
 
         apply(handler, fd, timed_out(handler))
       end

@@ -48,8 +48,10 @@ module Narwhal
       @threads = @responders.each_index.map { |i| start_thread(i) }
     end
 
-    # On the reactor's thread: the connection's request is complete.
+    # The connection's request is complete (on the reactor's thread, or on
+    # an app thread handing on a pipelined request).
     def dispatch(_request, connection)
+      @reactor.park(connection) # before any thread can have it
       @lock.synchronize do
         @fifo << connection
         @work.signal

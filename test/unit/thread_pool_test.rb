@@ -56,6 +56,8 @@ class ThreadPoolTest < Minitest::Test
     def wake
       @wakes += 1
     end
+
+    def park(_connection); end
   end
 
   def setup
