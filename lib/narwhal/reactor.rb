@@ -32,6 +32,8 @@ module Narwhal
   # thread: KEEP re-arms it at once; the other answers go through a mailbox
   # that this loop empties, as it alone closes).
   class Reactor
+    autoload :Handoff, "narwhal/reactor/handoff"
+
     KEEP = :keep
     WRITE = :write
     CLOSE = :close
@@ -66,7 +68,6 @@ module Narwhal
       @write_events = gate ? Poller::WRITE | Poller::ONESHOT : Poller::WRITE
       @full = false       # max_handlers reached
       @gate_open = true
-      @wake_w = nil
       @targets = []   # fd => handler or Watcher
       @writing = []   # fd => true while its handler waits to write
       @acceptors = [] # listener fd => Acceptor
@@ -79,7 +80,8 @@ module Narwhal
       @held = false       # paused by the caller
       @resume_at = nil    # when a back-off pause ends
       @listening = false  # listeners are in the epoll set
-      open_mailbox if gate
+      @handoff = nil
+      open_handoff if gate
     end
 
     # Accepts from listener (anything with #io and #accept_nonblock); each
@@ -121,7 +123,7 @@ module Narwhal
       end
     ensure
       @poller.close
-      close_mailbox
+      @handoff&.close
     end
 
     # From an app thread: the handler it had (PARK) comes back with what
@@ -130,32 +132,26 @@ module Narwhal
     # owner of closing.
     def resume(handler, action)
       if action == KEEP || action == WRITE
-        # under the lock: the loop cannot close it (and give its number to
-        # another connection) between the lookup and the re-arming
-        @mail_lock.synchronize do
-          @parked.delete(handler)
+        @handoff.give_back(handler) do
           fd = @handlers[handler]
           wait_for(fd, action == WRITE) if fd
         end
       else
-        @mail_lock.synchronize { @mailbox.push(handler, action) }
-        wake
+        @handoff.post(handler, action)
       end
     rescue IOError, SystemCallError
-      wake # the loop is closing (its poller too)
+      @handoff.wake # the loop is closing (its poller too)
     end
 
     # On this loop's thread, before the handler goes to an app thread (the
     # dispatcher calls it): until #resume it is neither idle nor timed out.
     def park(handler)
-      @mail_lock.synchronize { @parked[handler] = true }
+      @handoff.park(handler)
     end
 
     # From any thread: the loop looks at its mailbox and its gate now.
     def wake
-      @wake_w.write_nonblock(WAKE_BYTE, exception: false)
-    rescue IOError
-      nil
+      @handoff.wake
     end
 
     # No more accepting until #resume_accepting (the caller is full).
@@ -185,8 +181,6 @@ module Narwhal
     end
 
     private
-
-    WAKE_BYTE = "!"
 
     # Listeners are in the epoll set unless the caller, a back-off, the
     # connection limit or the gate holds them out.
@@ -242,8 +236,8 @@ module Narwhal
         wait_for(fd, writing) if @gate || writing != (@writing[fd] || false)
         return
       end
-      if @gate
-        @mail_lock.synchronize { let_go(handler, fd) }
+      if @handoff
+        @handoff.exclusively(handler) { let_go(handler, fd) }
       else
         let_go(handler, fd)
       end
@@ -358,25 +352,14 @@ module Narwhal
       recheck && recheck < @wait ? recheck : @wait
     end
 
-    def open_mailbox
-      @mailbox = []
-      @parked = {} # handlers an app thread has (under @mail_lock)
-      @mail_lock = Mutex.new
-      wake_r, @wake_w = IO.pipe
-      @wake_r = wake_r
-      watch(wake_r) { read_mail }
-    end
-
-    def close_mailbox
-      return unless @wake_w
-
-      @wake_w.close
-      @wake_r.close
+    def open_handoff
+      @handoff = Handoff.new
+      watch(@handoff.reader) { read_mail }
     end
 
     # Idle, and not with an app thread (which may be finishing its turn).
     def idle?(handler)
-      handler.idle? && !(@parked && @mail_lock.synchronize { @parked.key?(handler) })
+      handler.idle? && !@handoff&.parked?(handler)
     end
 
     def let_go(handler, fd)
@@ -384,28 +367,18 @@ module Narwhal
       # and its number given to a connection accepted meanwhile
       forget(fd) if @targets[fd].equal?(handler)
       @handlers.delete(handler)
-      @parked&.delete(handler)
-    end
-
-    def read_mail
-      @wake_r.read_nonblock(4096, exception: false)
-      mail = @mail_lock.synchronize do
-        taken = @mailbox
-        @mailbox = []
-        taken
-      end
-      mail.each_slice(2) { |handler, action| mailed(handler, action) }
     end
 
     # Also for a handler the loop already dropped (close_all): then nothing.
     # One entry failing must not leave the others held forever.
-    def mailed(handler, action)
-      @mail_lock.synchronize { @parked.delete(handler) }
-      fd = @handlers[handler] or return
-      apply(handler, fd, action)
-    rescue StandardError => e
-      internal_error(e)
-      drop(handler) if @handlers.key?(handler)
+    def read_mail
+      @handoff.take.each do |handler, action|
+        fd = @handlers[handler] or next
+        apply(handler, fd, action)
+      rescue StandardError => e
+        internal_error(e)
+        drop(handler) if @handlers.key?(handler)
+      end
     end
 
     def sweep(now)
@@ -414,7 +387,7 @@ module Narwhal
       back_off_over(now) if @resume_at
       @handlers.each do |handler, fd|
         next unless handler.deadline < now
-        next if @parked&.key?(handler) # its thread decides
+        next if @handoff&.parked?(handler) # its thread decides
 
         apply(handler, fd, timed_out(handler))
       end
