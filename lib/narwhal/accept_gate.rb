@@ -10,7 +10,10 @@ module Narwhal
   # Yes needs all of:
   # - capacity: an idle thread that no ready request has claimed (queued
   #   requests and connections accepted a moment ago whose request has not
-  #   arrived yet both claim one; the latter for FRESH_GRACE at most);
+  #   arrived yet both claim one; the latter for FRESH_GRACE at most), or,
+  #   when none is, room an answered request left (ThreadPool#room?) and no
+  #   sibling with an idle thread: kept-alive clients cannot keep new ones
+  #   waiting in the listen queue for as long as they send;
   # - preference: no accepting sibling (one whose listeners are in its
   #   epoll set: #listening) has more idle threads (the scoreboard says),
   #   so that the kernel's wake-up goes to the idlest worker. A connection
@@ -23,7 +26,7 @@ module Narwhal
     # they change without telling it.
     RECHECK = 0.005
     # A connection waiting this long is taken even if a sibling looks idler.
-    PENDING_GRACE = 0.1
+    PENDING_GRACE = 0.2
 
     # pool: the ThreadPool (#unclaimed); scoreboard and nr: this worker's
     # siblings' idle threads; listeners: IOs to look at for waiting
@@ -43,6 +46,7 @@ module Narwhal
 
     # A connection was just accepted (and its first read done).
     def accepted(connection)
+      @pool.take_room if @pool.unclaimed - @fresh.size <= 0
       return unless connection.awaiting_first_request?
 
       @fresh << connection
@@ -53,7 +57,9 @@ module Narwhal
       expire_fresh(now) unless @fresh.empty?
       free = @pool.unclaimed - @fresh.size
       @busy = free < @threads
-      return false if free <= 0
+      # at capacity: a waiting connection may come in on an answered
+      # request's room, unless a sibling has a thread for it now
+      return @pool.room? && @scoreboard.most_idle_threads(@nr) <= 0 if free <= 0
       return true unless @busy # all idle: nobody is idler
 
       !defer?(free, now)

@@ -13,6 +13,10 @@ module Narwhal
   # it continues at once only when nothing else waits), and the connection
   # goes back to the reactor (Reactor#resume).
   #
+  # Fairness at capacity: every answered request lets one connection that
+  # waits in the listen queue in (AcceptGate), to the back of the FIFO, so
+  # kept-alive clients cannot keep new ones out for as long as they send.
+  #
   # Shedding: when a thread takes a request while others still wait and a
   # sibling worker has an idle thread, that response says Connection:
   # close, so the client's next request reconnects and the kernel gives it
@@ -36,6 +40,7 @@ module Narwhal
       @fifo = []
       @idle = 0
       @stopping = false
+      @room = false
       @threads = []
       @reactor = nil
     end
@@ -62,6 +67,18 @@ module Narwhal
     # Idle threads that no queued request has claimed (may be negative).
     def unclaimed
       @lock.synchronize { @idle - @fifo.size }
+    end
+
+    # Whether a connection waiting to be accepted may come in although no
+    # thread is free: a request was answered since the last one did (see
+    # #grant_room).
+    def room?
+      @lock.synchronize { @room }
+    end
+
+    # A connection came in on that room.
+    def take_room
+      @lock.synchronize { @room = false }
     end
 
     # Waits for the threads once the queue is empty (graceful), or not at
@@ -102,19 +119,24 @@ module Narwhal
     end
 
     def work(responder)
-      while (connection = take)
+      connection = take(false)
+      while connection
         serve(responder, connection)
+        connection = take(true)
       end
     end
 
     # The next connection, or nil when stopping with nothing left.
-    def take
+    # finished: the thread just answered a request.
+    def take(finished)
       connection = nil
       others_wait = false
       @lock.synchronize do
         @idle += 1
+        free = @idle - @fifo.size
         # the reactor may be holding accepts for want of a thread: no more
-        @reactor.wake if @idle - @fifo.size == 1
+        @reactor.wake if free == 1
+        grant_room if finished && free <= 0
         @work.wait(@lock) while @fifo.empty? && !@stopping
         @idle -= 1
         connection = @fifo.shift
@@ -122,6 +144,18 @@ module Narwhal
       end
       connection&.request&.close_connection if others_wait && shed?
       connection
+    end
+
+    # Under the lock: a request was answered and the queue still holds more
+    # than the threads can take. Kept-alive clients that keep sending would
+    # hold the threads forever while new connections wait in the listen
+    # queue (the keep-alive monopoly of Puma's CVE-2019-16770): each answer
+    # lets one waiting connection in, behind the requests already queued.
+    def grant_room
+      return if @room
+
+      @room = true
+      @reactor.wake
     end
 
     def shed?

@@ -238,11 +238,32 @@ class ThreadsTest < Minitest::Test
     refute_includes values, "close"
   end
 
+  # Kept-alive clients that keep every thread busy must not keep others,
+  # waiting in the listen queue, out for as long as they send.
+  def test_kept_alive_clients_cannot_keep_new_connections_out
+    start(workers: 1, threads: 2)
+    stop_at = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 3
+    first_answers = Queue.new
+    Array.new(8) do
+      Thread.new do
+        t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+        c = Narwhal::RawClient.new(TCPSocket.new(@server.host, @server.port))
+        assert_equal 200, get(c, "/sleep?ms=20").status
+        first_answers << Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0
+        get(c, "/sleep?ms=20") while Process.clock_gettime(Process::CLOCK_MONOTONIC) < stop_at
+        c.close
+      end
+    end.each(&:join)
+    waits = Array.new(first_answers.size) { first_answers.pop }
+    assert_equal 8, waits.size
+    assert_operator waits.max, :<, 1.0, "the longest a client waited for its first answer: #{waits.max.round(3)}s"
+  end
+
   def test_a_worker_with_requests_waiting_sheds_them_to_an_idle_sibling
     start(workers: 2, threads: 2)
     on_a = []
     a_pid = nil
-    20.times do
+    60.times do
       c = client
       pid = get(c, "/pid").body.to_i
       a_pid ||= pid

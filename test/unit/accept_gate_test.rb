@@ -7,11 +7,17 @@ require "socket"
 # queue: with a fake pool, a real scoreboard for the siblings and a real
 # listening socket for the waiting-connection check.
 class AcceptGateTest < Minitest::Test
-  FakePool = Struct.new(:size, :unclaimed)
+  FakePool = Struct.new(:size, :unclaimed, :room) do
+    def room? = room
+
+    def take_room
+      self.room = false
+    end
+  end
   FakeConnection = Struct.new(:awaiting_first_request?)
 
   def setup
-    @pool = FakePool.new(4, 4)
+    @pool = FakePool.new(4, 4, false)
     @board = Narwhal::Scoreboard.new(2, threads: 4)
     @board.span = 2
     @listener = TCPServer.new("127.0.0.1", 0)
@@ -33,6 +39,19 @@ class AcceptGateTest < Minitest::Test
     @pool.unclaimed = 0
     refute @gate.open?(@now)
     @pool.unclaimed = -3 # busy, with requests queued
+    refute @gate.open?(@now)
+  end
+
+  def test_at_capacity_an_answered_request_lets_one_waiting_connection_in
+    @pool.unclaimed = -2 # all busy, two queued
+    refute @gate.open?(@now)
+    @pool.room = true
+    assert @gate.open?(@now), "room left by an answer"
+    @gate.accepted(FakeConnection.new(false))
+    refute @pool.room, "the room is taken by the connection let in"
+    refute @gate.open?(@now)
+    @pool.room = true
+    @board.worker_slot(1).accepting = 4 # a sibling with idle threads takes it instead
     refute @gate.open?(@now)
   end
 

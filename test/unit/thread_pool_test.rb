@@ -88,6 +88,17 @@ class ThreadPoolTest < Minitest::Test
                  Array.new(4) { @reactor.resumed.pop.map(&:to_s) }.sort
   end
 
+  def test_an_answer_while_requests_still_queue_leaves_room_for_one_connection
+    conns = Array.new(4) { |i| FakeConnection.new("q#{i}") }
+    conns.each { |c| @pool.dispatch(c.request, c) }
+    wait_until(message: "two running, two queued") { @log.size == 2 }
+    refute @pool.room?, "nothing answered yet"
+    @gate << :go
+    wait_until(message: "room after an answer with requests still queued") { @pool.room? }
+    @pool.take_room
+    refute @pool.room?
+  end
+
   def test_a_thread_freed_while_none_was_free_wakes_the_reactor
     2.times { |i| c = FakeConnection.new("r#{i}"); @pool.dispatch(c.request, c) }
     wait_until(message: "both busy") { @log.size == 2 }
