@@ -198,6 +198,7 @@ static VALUE board_reset(int argc, VALUE *argv, VALUE self)
   }
   for (i = 0; i < NW_SB_COUNTERS; i++) __atomic_store_n(&w->counters[i], 0, __ATOMIC_RELEASE);
   __atomic_store_n(&w->accepting, 0, __ATOMIC_RELEASE);
+  __atomic_store_n(&w->queued, 0, __ATOMIC_RELEASE);
   __atomic_store_n(&w->pid, pid, __ATOMIC_RELEASE);
   return Qnil;
 }
@@ -216,13 +217,16 @@ static VALUE board_set_span(VALUE self, VALUE vspan)
   return vspan;
 }
 
-/* #most_idle_threads(nr) -> Integer: the most idle threads an accepting
- * worker other than nr has, -1 when no other worker accepts */
-static VALUE board_most_idle_threads(VALUE self, VALUE vnr)
+/* #most_free_threads(nr) -> Integer or nil: the most free threads (idle
+ * less queued requests; negative for a backlog) an accepting worker other
+ * than nr has, nil when no other worker accepts */
+static VALUE board_most_free_threads(VALUE self, VALUE vnr)
 {
   struct nw_scoreboard *b = get_board(self);
+  int64_t best;
   worker_of(b, vnr);
-  return LONG2NUM(nw_sb_most_idle(b->base, &b->layout, (uint32_t)NUM2LONG(vnr)));
+  best = nw_sb_most_free(b->base, &b->layout, (uint32_t)NUM2LONG(vnr));
+  return best == NW_SB_NONE ? Qnil : LL2NUM(best);
 }
 
 /* #thread_slot(nr, i = 0) -> ThreadSlot */
@@ -270,7 +274,7 @@ void nw_init_scoreboard(void)
   rb_define_method(c, "requests", board_requests, 1);
   rb_define_method(c, "reset", board_reset, -1);
   rb_define_method(c, "span=", board_set_span, 1);
-  rb_define_method(c, "most_idle_threads", board_most_idle_threads, 1);
+  rb_define_method(c, "most_free_threads", board_most_free_threads, 1);
   rb_define_method(c, "thread_slot", board_thread_slot, -1);
   rb_define_method(c, "worker_slot", board_worker_slot, 1);
   nw_init_scoreboard_slots(c);

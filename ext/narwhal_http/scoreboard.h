@@ -5,7 +5,7 @@
  *   header                     what follows, so a reader can check it;
  *                              worker_span, the slots in use so far
  *   worker slot 0 .. workers-1 (worker_bytes apart, from header_bytes)
- *     pid, accepting, counters[counters]
+ *     pid, accepting, queued, counters[counters]
  *     thread sub-slot 0 .. threads-1 (thread_bytes apart, from threads_offset)
  *       started_ms, requests
  *
@@ -66,6 +66,7 @@ struct nw_sb_worker {
   int64_t accepting;                 /* while the worker takes new connections: the
                                         threads it runs (fewer than the sub-slots
                                         after a reload lowered `threads`); else 0 */
+  int64_t queued;                    /* requests read and waiting for a thread */
   int64_t counters[NW_SB_COUNTERS];  /* indexed by enum nw_sb_counter */
 };
 
@@ -146,29 +147,32 @@ static inline int64_t nw_sb_requests(const struct nw_sb_thread *t)
 }
 
 /*
- * The most idle threads any accepting worker other than skip has (a worker
- * prefers to leave a new connection to a sibling with more), or -1 when no
- * other worker accepts. Busy is what the threads' sub-slots say: a request
- * a sibling has read but not yet started is not seen, which only makes the
- * sibling look idler for an instant.
+ * The most free threads any accepting worker other than skip has: its idle
+ * threads less the requests it has waiting for one (negative when it has a
+ * backlog), or NW_SB_NONE when no other worker accepts. A worker prefers
+ * to leave a new connection to a sibling with more. Busy is what the
+ * threads' sub-slots say: a request a sibling has read but not yet started
+ * is not seen, which only makes the sibling look freer for an instant.
  */
-static inline long nw_sb_most_idle(char *base, const struct nw_sb_header *h, uint32_t skip)
+#define NW_SB_NONE INT64_MIN
+static inline int64_t nw_sb_most_free(char *base, const struct nw_sb_header *h, uint32_t skip)
 {
   uint32_t span = __atomic_load_n(&((const struct nw_sb_header *)base)->worker_span, __ATOMIC_ACQUIRE);
-  long best = -1;
+  int64_t best = NW_SB_NONE;
   uint32_t nr, i;
 
   if (span > h->workers) span = h->workers;
   for (nr = 0; nr < span; nr++) {
     struct nw_sb_worker *w = nw_sb_worker_at(base, h, nr);
     int64_t threads = __atomic_load_n(&w->accepting, __ATOMIC_ACQUIRE);
-    long idle = 0;
+    int64_t free_threads = 0;
     if (nr == skip || threads <= 0) continue;
     if (threads > (int64_t)h->threads) threads = h->threads;
     /* sub-slots past the worker's threads are never busy: not idle threads */
     for (i = 0; i < (uint32_t)threads; i++)
-      if (!nw_sb_started_ms(nw_sb_thread_at(w, h, i))) idle++;
-    if (idle > best) best = idle;
+      if (!nw_sb_started_ms(nw_sb_thread_at(w, h, i))) free_threads++;
+    free_threads -= __atomic_load_n(&w->queued, __ATOMIC_ACQUIRE);
+    if (free_threads > best) best = free_threads;
   }
   return best;
 }

@@ -174,6 +174,14 @@ static VALUE worker_slot_set_accepting(VALUE self, VALUE flag)
   return flag;
 }
 
+/* WorkerSlot#queued = n: requests read and waiting for a thread (the pool
+ * writes it as its queue changes) */
+static VALUE worker_slot_set_queued(VALUE self, VALUE count)
+{
+  __atomic_store_n(&worker_slot(self)->slot->queued, NUM2LL(count), __ATOMIC_RELEASE);
+  return count;
+}
+
 static VALUE worker_slot_accepting(VALUE self)
 {
   return __atomic_load_n(&worker_slot(self)->slot->accepting, __ATOMIC_ACQUIRE) ? Qtrue : Qfalse;
@@ -208,5 +216,6 @@ void nw_init_scoreboard_slots(VALUE cScoreboard)
   rb_define_method(cWorkerSlot, "nr", worker_slot_nr, 0);
   rb_define_method(cWorkerSlot, "accepting=", worker_slot_set_accepting, 1);
   rb_define_method(cWorkerSlot, "accepting?", worker_slot_accepting, 0);
+  rb_define_method(cWorkerSlot, "queued=", worker_slot_set_queued, 1);
   rb_define_method(cWorkerSlot, "thread", worker_slot_thread, 1);
 }

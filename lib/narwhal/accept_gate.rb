@@ -15,7 +15,9 @@ module Narwhal
   #   sibling with an idle thread: kept-alive clients cannot keep new ones
   #   waiting in the listen queue for as long as they send;
   # - preference: no accepting sibling (one whose listeners are in its
-  #   epoll set: #listening) has more idle threads (the scoreboard says),
+  #   epoll set: #listening) has more free threads, idle ones less the
+  #   requests waiting for one (the scoreboard says; at capacity, the
+  #   sibling with the shorter queue takes the connection),
   #   so that the kernel's wake-up goes to the idlest worker. A connection
   #   that nonetheless waits in the listen queue for PENDING_GRACE (the
   #   sibling is slow to take it) ends the deferral.
@@ -57,9 +59,9 @@ module Narwhal
       expire_fresh(now) unless @fresh.empty?
       free = @pool.unclaimed - @fresh.size
       @busy = free < @threads
-      # at capacity: a waiting connection may come in on an answered
-      # request's room, unless a sibling has a thread for it now
-      return @pool.room? && @scoreboard.most_idle_threads(@nr) <= 0 if free <= 0
+      # at capacity a waiting connection may come in on the room an
+      # answered request left, unless a sibling has less waiting
+      return false if free <= 0 && !@pool.room?
       return true unless @busy # all idle: nobody is idler
 
       !defer?(free, now)
@@ -81,7 +83,8 @@ module Narwhal
     private
 
     def defer?(free, now)
-      if @scoreboard.most_idle_threads(@nr) <= free
+      best = @scoreboard.most_free_threads(@nr)
+      if best.nil? || best <= free
         @pending_since = nil
         return false
       end

@@ -34,6 +34,7 @@ module Narwhal
       @size = responders.size
       @scoreboard = scoreboard
       @nr = nr
+      @queued = scoreboard.worker_slot(nr) # where the queue's length is published
       @logger = logger
       @lock = Mutex.new
       @work = ConditionVariable.new
@@ -59,6 +60,7 @@ module Narwhal
       @reactor.park(connection) # before any thread can have it
       @lock.synchronize do
         @fifo << connection
+        @queued.queued = @fifo.size # siblings weigh it against our idle threads
         @work.signal
       end
       QUEUED
@@ -140,6 +142,7 @@ module Narwhal
         @work.wait(@lock) while @fifo.empty? && !@stopping
         @idle -= 1
         connection = @fifo.shift
+        @queued.queued = @fifo.size
         others_wait = !@fifo.empty?
       end
       connection&.request&.close_connection if others_wait && shed?
@@ -159,7 +162,7 @@ module Narwhal
     end
 
     def shed?
-      @scoreboard.most_idle_threads(@nr).positive?
+      (@scoreboard.most_free_threads(@nr) || 0).positive?
     end
 
     def serve(responder, connection)

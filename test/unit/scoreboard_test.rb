@@ -184,25 +184,28 @@ class ScoreboardTest < Minitest::Test
     assert_equal calls + 10, worker.counter(counter)
   end
 
-  def test_most_idle_threads_counts_accepting_siblings_within_the_span
+  def test_most_free_threads_counts_accepting_siblings_within_the_span_less_their_queues
     board = Scoreboard.new(4, threads: 3)
-    assert_equal(-1, board.most_idle_threads(0), "no sibling accepts yet")
+    assert_nil board.most_free_threads(0), "no sibling accepts yet"
     board.span = 3
     board.worker_slot(1).accepting = true
     board.worker_slot(3).accepting = true # beyond the span: not a worker
-    assert_equal 3, board.most_idle_threads(0)
+    assert_equal 3, board.most_free_threads(0)
     pid = fork do
       board.thread_slot(1, 0).request_started
       board.thread_slot(1, 2).request_started
       exit!(0)
     end
     Process.wait(pid)
-    assert_equal 1, board.most_idle_threads(0), "a forked sibling's busy threads are seen"
-    assert_equal(-1, board.most_idle_threads(1), "a worker never counts itself")
+    assert_equal 1, board.most_free_threads(0), "a forked sibling's busy threads are seen"
+    board.worker_slot(1).queued = 3
+    assert_equal(-2, board.most_free_threads(0), "its queued requests count against it")
+    board.worker_slot(1).queued = 0
+    assert_nil board.most_free_threads(1), "a worker never counts itself"
     board.worker_slot(2).accepting = true
-    assert_equal 3, board.most_idle_threads(0)
+    assert_equal 3, board.most_free_threads(0)
     board.worker_slot(2).accepting = false # stopping: it takes no more
-    assert_equal 1, board.most_idle_threads(0)
+    assert_equal 1, board.most_free_threads(0)
     board.reset(1)
     refute board.worker_slot(1).accepting?, "a reset slot does not accept"
     board.span = 1
@@ -212,17 +215,17 @@ class ScoreboardTest < Minitest::Test
 
   # After a reload lowered `threads`, a worker runs fewer threads than its
   # slot has sub-slots: the others are no idle threads.
-  def test_most_idle_threads_counts_only_the_threads_a_sibling_runs
+  def test_most_free_threads_counts_only_the_threads_a_sibling_runs
     board = Scoreboard.new(2, threads: 4)
     board.span = 2
     board.worker_slot(1).accepting = 2
     assert board.worker_slot(1).accepting?
-    assert_equal 2, board.most_idle_threads(0)
+    assert_equal 2, board.most_free_threads(0)
     board.thread_slot(1, 0).request_started
     board.thread_slot(1, 1).request_started
-    assert_equal 0, board.most_idle_threads(0), "both of its threads are busy"
+    assert_equal 0, board.most_free_threads(0), "both of its threads are busy"
     board.worker_slot(1).accepting = 0
-    assert_equal(-1, board.most_idle_threads(0), "0 threads: it accepts nothing")
+    assert_nil board.most_free_threads(0), "0 threads: it accepts nothing"
     assert_raises(ArgumentError) { board.worker_slot(1).accepting = -1 }
   end
 
