@@ -34,13 +34,17 @@ OptionParser.new do |o|
                                        "(e.g. hello at threads 1 and N in one run)") { |n| opts[:narwhal_threads] = n }
   o.on("--ruby-opt OPTS", "extra RUBYOPT for the Ruby servers, e.g. --yjit") { |v| Bench.ruby_opt = v }
 end.parse!(ARGV)
-if opts[:baseline]
-  Bench.add_baseline(opts[:baseline])
-  opts[:servers] |= ["narwhal-baseline"]
-end
-if opts[:narwhal_threads]
-  Bench.add_narwhal_threads(opts[:narwhal_threads])
-  opts[:servers] |= ["narwhal-t#{opts[:narwhal_threads]}"]
+begin
+  if opts[:baseline]
+    Bench.add_baseline(opts[:baseline])
+    opts[:servers] |= ["narwhal-baseline"]
+  end
+  if opts[:narwhal_threads]
+    Bench.add_narwhal_threads(opts[:narwhal_threads])
+    opts[:servers] |= ["narwhal-t#{opts[:narwhal_threads]}"]
+  end
+rescue ArgumentError => e
+  abort e.message
 end
 
 opts[:runs] = 1 if opts[:quick] && !ARGV.include?("-r")
