@@ -8,6 +8,7 @@
 #   ruby bench/run.rb -s hello,cpu -S narwhal,puma
 #   ruby bench/run.rb --quick                    # 1 short run of each: does it all work?
 #   ruby bench/run.rb -s hello -S narwhal --baseline ../old   # before/after a change
+#   ruby bench/run.rb -s hello -S narwhal --narwhal-threads 5  # narwhal at threads 1 and 5
 #
 # Writes bench/results/<date>-<scenario>.{json,md}; `ruby bench/report.rb`
 # turns the newest results into docs/benchmarks.md and its charts.
@@ -29,11 +30,21 @@ OptionParser.new do |o|
   o.on("--quick", "short durations, 1 run: checks that everything works") { opts[:quick] = true }
   o.on("--baseline DIR", "also run narwhal from another checkout DIR (e.g. a `git worktree` of the " \
                          "previous commit) as narwhal-baseline") { |dir| opts[:baseline] = dir }
+  o.on("--narwhal-threads N", Integer, "also run narwhal with `threads N` in each process as narwhal-tN " \
+                                       "(e.g. hello at threads 1 and N in one run)") { |n| opts[:narwhal_threads] = n }
   o.on("--ruby-opt OPTS", "extra RUBYOPT for the Ruby servers, e.g. --yjit") { |v| Bench.ruby_opt = v }
 end.parse!(ARGV)
-if opts[:baseline]
-  Bench.add_baseline(opts[:baseline])
-  opts[:servers] |= ["narwhal-baseline"]
+begin
+  if opts[:baseline]
+    Bench.add_baseline(opts[:baseline])
+    opts[:servers] |= ["narwhal-baseline"]
+  end
+  if opts[:narwhal_threads]
+    Bench.add_narwhal_threads(opts[:narwhal_threads])
+    opts[:servers] |= ["narwhal-t#{opts[:narwhal_threads]}"]
+  end
+rescue ArgumentError => e
+  abort e.message
 end
 
 opts[:runs] = 1 if opts[:quick] && !ARGV.include?("-r")

@@ -96,14 +96,16 @@ module Bench
       @quick = quick
     end
 
+    # A run with another narwhal beside narwhal (--baseline, --narwhal-threads)
+    # compares narwhal with itself: its files never replace the suite's.
     def baseline?
-      SERVERS.key?("narwhal-baseline")
+      @plan.any? { |_, s| s.name.start_with?("narwhal-") }
     end
 
     def write
       FileUtils.mkdir_p(RESULTS)
       tag = Bench.ruby_opt.to_s.scan(/[a-z0-9]+/).join("-")
-      # a before/after run never replaces the suite's published results
+      # a comparison of narwhals never replaces the suite's published results
       suffix = [("-#{tag}" unless tag.empty?), ("-baseline" if baseline?), ("-quick" if @quick)].join
       base = File.join(RESULTS, "#{@started.strftime('%Y-%m-%d')}-#{@scenario.name}#{suffix}")
       data = document

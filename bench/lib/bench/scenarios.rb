@@ -117,8 +117,9 @@ module Bench
       ),
       Scenario.new(
         name: "memory", title: "memory: an app with 100 MB of objects",
-        about: "The app builds about 100 MB of Ruby objects when it loads; 4 processes, preloaded where the " \
-               "server can. After a wrk warm-up, every process's RSS, PSS and USS from " \
+        about: "The app builds about 100 MB of Ruby objects when it loads, preloaded where the server can: " \
+               "4 processes, and 10 requests at once (threaded servers 2 × 5, process-only servers 10 " \
+               "processes, fiber servers 2). After a wrk warm-up, every process's RSS, PSS and USS from " \
                "/proc/PID/smaps_rollup. Total PSS is what the server costs the machine.",
         columns: [Column.new("total_pss_mb", "total PSS", :mb), Column.new("total_rss_mb", "total RSS", :mb),
                   Column.new("processes", "processes", :count), Column.new("main_pss_mb", "main PSS", :mb),
@@ -127,6 +128,10 @@ module Bench
         primary: "total_pss_mb", lower_is_better: true,
         variants: [Variant.new(key: "preload100mb", title: "4 processes, 100 MB preloaded", app: "memory.ru",
                                processes: 4, threads: 1, preload: true, servers: RUBY_SERVERS,
+                               measure: ->(s) { Measurements.memory(s, warmup: timing.warmup * 2) }),
+                   Variant.new(key: "preload100mb-2x5", title: "10 requests at once (2 × 5 or 10 processes), " \
+                                                               "100 MB preloaded",
+                               app: "memory.ru", processes: 2, threads: 5, preload: true, servers: RUBY_SERVERS,
                                measure: ->(s) { Measurements.memory(s, warmup: timing.warmup * 2) })]
       ),
       Scenario.new(

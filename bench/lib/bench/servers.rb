@@ -29,11 +29,14 @@ module Bench
 
     # restart: nil (none), :reexec (USR2, wait for the new master, QUIT the old)
     # or a signal name that makes the server replace its workers in place.
-    def initialize(name, model:, settings:, restart: nil, &command)
+    # threads: a fixed number of threads per process, whatever the scenario
+    # gives threaded servers (an extra narwhal, run.rb --narwhal-threads).
+    def initialize(name, model:, settings:, restart: nil, threads: nil, &command)
       @name = name
       @model = model
       @settings = settings
       @restart = restart
+      @threads = threads
       @command = command
     end
 
@@ -45,6 +48,8 @@ module Bench
     # The processes and threads per process this server gets for a scenario
     # that asks for +processes+ × +threads+.
     def shape(processes, threads)
+      return [processes, @threads] if @threads
+
       case model
       when :processes then [processes * threads, 1]
       when :fibers then [processes, 1]
@@ -89,17 +94,35 @@ module Bench
     RUBY
   end
 
-  # Narwhal has no request threads yet: it runs as a process-only server.
-  server "narwhal", model: :processes, restart: :reexec,
-                    settings: "unicorn.conf.rb style config: worker_processes N, preload_app true, " \
-                              "listen backlog: #{BACKLOG}, no access log (RACK_ENV=production)" do |l|
-    conf = l.config_file("narwhal.conf.rb", unicorn_config(l, preload: l.preload))
-    bundle("narwhal", "-c", conf, l.app)
+  # Narwhal's config: Unicorn's, plus `threads T` where the scenario gives
+  # threaded servers more than one thread (with 1 the file is Unicorn's).
+  def self.narwhal_config(launch)
+    threads = ("threads #{launch.threads}\n" if launch.threads > 1)
+    "#{unicorn_config(launch, preload: launch.preload)}#{threads}"
+  end
+
+  server "narwhal", model: :threads, restart: :reexec,
+                    settings: "unicorn.conf.rb style config: worker_processes P, `threads T` when T > 1, " \
+                              "preload_app true, listen backlog: #{BACKLOG}, no access log (RACK_ENV=production)" do |l|
+    bundle("narwhal", "-c", l.config_file("narwhal.conf.rb", narwhal_config(l)), l.app)
+  end
+
+  # narwhal with `threads N` in each process whatever the scenario (run.rb
+  # --narwhal-threads N), e.g. hello at threads 1 and at threads 5 in one run.
+  def self.add_narwhal_threads(count)
+    raise ArgumentError, "--narwhal-threads expects an integer above 1, got #{count}" unless count > 1
+
+    server "narwhal-t#{count}", model: :threads, restart: :reexec, threads: count,
+                                settings: "narwhal with `threads #{count}` in each process, else as narwhal" do |l|
+      bundle("narwhal", "-c", l.config_file("narwhal.conf.rb", narwhal_config(l)), l.app)
+    end
   end
 
   # Another checkout of narwhal (run.rb --baseline DIR, its extension
-  # built), run with the same config: before/after numbers from one
-  # interleaved run rather than from two runs on a drifting machine.
+  # built): before/after numbers from one interleaved run rather than from
+  # two runs on a drifting machine. It runs as a process-only server
+  # (P × T processes, Unicorn's config), as narwhal did before request
+  # threads, so the numbers stay comparable with that narwhal too.
   def self.add_baseline(dir)
     dir = File.expand_path(dir)
     so = File.join(dir, "lib", "narwhal_http", "narwhal_http.so")
@@ -107,7 +130,8 @@ module Bench
 
     commit = `git -C #{dir} rev-parse --short HEAD 2>/dev/null`.strip
     server "narwhal-baseline", model: :processes, restart: :reexec,
-                               settings: "narwhal at #{commit.empty? ? dir : commit}, the same config as narwhal" do |l|
+                               settings: "narwhal at #{commit.empty? ? dir : commit}, process-only: P × T processes, " \
+                                         "narwhal's config without `threads`" do |l|
       conf = l.config_file("narwhal.conf.rb", unicorn_config(l, preload: l.preload))
       env, argv = bundle("ruby", "-I", File.join(dir, "lib"), File.join(dir, "exe", "narwhal"), "-c", conf, l.app)
       # a USR2 re-exec runs exe/narwhal again, without our -I
