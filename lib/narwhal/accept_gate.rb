@@ -48,7 +48,12 @@ module Narwhal
 
     # A connection was just accepted (and its first read done).
     def accepted(connection)
-      @pool.take_room if @pool.unclaimed - @fresh.size <= 0
+      if @pool.unclaimed - @fresh.size <= 0
+        @pool.take_room
+        # it waited in the listen queue while the queued requests came in:
+        # its first request goes before them
+        connection.first_in_line = true
+      end
       return unless connection.awaiting_first_request?
 
       @fresh << connection

@@ -52,6 +52,9 @@ module Narwhal
     Context = Struct.new(:limits, :dispatcher, :logger, :counters, :keepalive)
 
     attr_reader :deadline, :request
+    # Let in at capacity after waiting in the listen queue: its first
+    # request is served before those queued meanwhile (ThreadPool).
+    attr_accessor :first_in_line
 
     def initialize(io, request, context)
       @io = io
@@ -72,6 +75,7 @@ module Narwhal
       @off = 0
       @state = IDLE
       @requests = 0
+      @first_in_line = false
       @env = nil
       @input = nil
       @deadline = Clock.now + @header_timeout # the first request's head: from accept

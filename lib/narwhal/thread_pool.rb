@@ -17,13 +17,17 @@ module Narwhal
   # waits in the listen queue in (AcceptGate), to the back of the FIFO, so
   # kept-alive clients cannot keep new ones out for as long as they send.
   #
-  # Shedding: when a thread takes a request while others still wait and a
-  # sibling worker has an idle thread, that response says Connection:
-  # close, so the client's next request reconnects and the kernel gives it
-  # to a worker that can serve it now. With one worker, or every worker
-  # full, nothing is shed: that would only cost reconnects.
+  # Shedding: when a thread takes a request while others have waited more
+  # than SHED_AFTER behind it and a sibling worker has an idle thread, that
+  # response says Connection: close, so the client's next request
+  # reconnects and the kernel gives it to a worker that can serve it now.
+  # With one worker, or every worker full, nothing is shed: that would only
+  # cost reconnects.
   class ThreadPool
     QUEUED = :queued
+    # A request that waited less than this is not a backlog worth a
+    # reconnect: hello at 2 x 5 threads shed one response in five without it.
+    SHED_AFTER = 0.01
 
     attr_reader :size
 
@@ -39,6 +43,7 @@ module Narwhal
       @lock = Mutex.new
       @work = ConditionVariable.new
       @fifo = []
+      @since = [] # when each queued request came in
       @idle = 0
       @stopping = false
       @room = false
@@ -59,7 +64,14 @@ module Narwhal
     def dispatch(_request, connection)
       @reactor.park(connection) # before any thread can have it
       @lock.synchronize do
-        @fifo << connection
+        if connection.first_in_line
+          connection.first_in_line = false
+          @fifo.unshift(connection)
+          @since.unshift(Clock.now)
+        else
+          @fifo << connection
+          @since << Clock.now
+        end
         @queued.queued = @fifo.size # siblings weigh it against our idle threads
         @work.signal
       end
@@ -142,8 +154,10 @@ module Narwhal
         @work.wait(@lock) while @fifo.empty? && !@stopping
         @idle -= 1
         connection = @fifo.shift
+        @since.shift
         @queued.queued = @fifo.size
-        others_wait = !@fifo.empty?
+        # the next in line has waited long enough to call it a backlog
+        others_wait = !@fifo.empty? && Clock.now - @since.first > SHED_AFTER
       end
       connection&.request&.close_connection if others_wait && shed?
       connection

@@ -276,6 +276,11 @@ class ThreadsTest < Minitest::Test
     wait_until(message: "both threads of A busy") { started("a0").any? && started("a1").any? }
     on_a[2].write("GET /pid HTTP/1.1\r\nHost: t\r\n\r\n") # queued
     on_a[3].write("GET /pid HTTP/1.1\r\nHost: t\r\n\r\n") # queued behind it
+    queued_at = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    wait_until(message: "both read, and waiting longer than a passing moment") do
+      [on_a[2], on_a[3]].all? { |c| unread_bytes(c).zero? } &&
+        Process.clock_gettime(Process::CLOCK_MONOTONIC) - queued_at > 5 * Narwhal::ThreadPool::SHED_AFTER
+    end
     release("a0")
     first = on_a[2].read_response(timeout: 10)
     last = on_a[3].read_response(timeout: 10)

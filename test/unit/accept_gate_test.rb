@@ -14,7 +14,7 @@ class AcceptGateTest < Minitest::Test
       self.room = false
     end
   end
-  FakeConnection = Struct.new(:awaiting_first_request?)
+  FakeConnection = Struct.new(:awaiting_first_request?, :first_in_line)
 
   def setup
     @pool = FakePool.new(4, 4, false)
@@ -47,8 +47,10 @@ class AcceptGateTest < Minitest::Test
     refute @gate.open?(@now)
     @pool.room = true
     assert @gate.open?(@now), "room left by an answer"
-    @gate.accepted(FakeConnection.new(false))
+    let_in = FakeConnection.new(false)
+    @gate.accepted(let_in)
     refute @pool.room, "the room is taken by the connection let in"
+    assert let_in.first_in_line, "it waited: its first request goes first"
     refute @gate.open?(@now)
     @pool.room = true
     @board.worker_slot(1).accepting = 4 # a sibling with idle threads takes it instead

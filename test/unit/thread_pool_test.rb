@@ -32,6 +32,7 @@ class ThreadPoolTest < Minitest::Test
   # What the pool calls on a connection after the response.
   class FakeConnection
     attr_reader :request
+    attr_accessor :first_in_line
 
     def initialize(name, raises: nil)
       @request = FakeRequest.new(name, raises, false)
