@@ -44,6 +44,7 @@ module Narwhal
   autoload :OutputStream, "narwhal/output_stream"
   autoload :Reactor, "narwhal/reactor"
   autoload :Request, "narwhal/request"
+  autoload :ThreadedRequest, "narwhal/request"
   autoload :Responder, "narwhal/responder"
   autoload :Dispatcher, "narwhal/dispatcher"
   autoload :ThreadPool, "narwhal/thread_pool"

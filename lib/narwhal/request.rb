@@ -28,9 +28,9 @@ module Narwhal
     # on a graceful stop (Connection::Context).
     SERVING_ON = Struct.new(:keepalive).new(true).freeze
 
-    # env: the current request's, nil between requests. out: the
-    # connection's SocketWriter.
-    attr_reader :env, :out, :finished_callbacks, :after_reply
+    # env: the current request's, nil between requests. flags: ResponseHead's
+    # REQ_* bits for the response. out: the connection's SocketWriter.
+    attr_reader :env, :flags, :out, :finished_callbacks, :after_reply
 
     # template: the listener's env defaults (frozen, shared); server: see
     # SERVING_ON.
@@ -61,12 +61,6 @@ module Narwhal
       @flags = flags
     end
 
-    # ResponseHead's REQ_* bits for the response. Read when the head is
-    # written: a graceful stop that began while the request waited or ran
-    # (other threads serve meanwhile) makes it the connection's last.
-    def flags
-      @server.keepalive ? @flags : @flags & ~KEEPALIVE
-    end
 
     # The response will say Connection: close (the worker sheds the client).
     def close_connection
@@ -102,6 +96,16 @@ module Narwhal
     def early_hints(headers)
       ResponseWriter.early_hints(@out, headers) if (@flags & HTTP11) != 0
       nil
+    end
+  end
+
+  # A Request in a worker with request threads: a graceful stop may begin
+  # while it waits or runs (the other threads serve on), and its response,
+  # whose head is written after the app returns, is then the connection's
+  # last. With one thread the stop waits for the request to end.
+  class ThreadedRequest < Request
+    def flags
+      @server.keepalive ? @flags : @flags & ~KEEPALIVE
     end
   end
 end

@@ -128,10 +128,12 @@ module Narwhal
       write_timeout = @limits.write_timeout
       budget = @spool_budget
       early_hints = @config[:early_hints]
+      request_class = @pool ? ThreadedRequest : Request
       @reactor.add_listener(listener) do |sock|
         @counters.count(Scoreboard::CONNECTIONS_ACCEPTED)
         out = SocketWriter.new(sock, write_timeout, budget)
-        request = Request.new(template, out, listener.remote_addr(sock), early_hints: early_hints, server: @context)
+        request = request_class.new(template, out, listener.remote_addr(sock),
+                                    early_hints: early_hints, server: @context)
         Connection.new(sock, request, @context)
       end
     end

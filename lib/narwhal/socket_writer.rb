@@ -66,7 +66,7 @@ module Narwhal
 
     # True while spooled bytes wait to be sent.
     def pending?
-      !@spool.nil? && !@spool.empty?
+      @spool ? !@spool.empty? : false # the usual answer without a call
     end
 
     # Sends what the socket takes now of the spool; returns the bytes sent.
