@@ -1,11 +1,14 @@
 # frozen_string_literal: true
 
 require "test_helper"
+require_relative "../support/threads_client"
 require "socket"
 
 # The accept gate of a worker with a busy thread leaves a new connection
 # to a sibling with more idle threads, but only to one that can take it.
 class ThreadsGateTest < Minitest::Test
+  include ThreadsClient
+
   # /pid: the worker's pid; /block/NAME: marks "started-NAME", waits for "release-NAME"
   APP = <<~'RUBY'
     run lambda { |env|
@@ -19,21 +22,6 @@ class ThreadsGateTest < Minitest::Test
       [200, { "content-type" => "text/plain" }, [Process.pid.to_s]]
     }
   RUBY
-
-  def teardown
-    @clients&.each(&:close)
-    @server&.stop
-  end
-
-  def client
-    c = @server.connect
-    (@clients ||= []) << c
-    c
-  end
-
-  def now
-    Process.clock_gettime(Process::CLOCK_MONOTONIC)
-  end
 
   # The pid of the worker holding the server's end of the client's
   # connection (found by socket inode), nil while none accepted it.

@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "test_helper"
+require_relative "../support/threads_client"
 require "socket"
 
 # Request threads hand each connection back to the reactor when they are
@@ -8,6 +9,8 @@ require "socket"
 # a hijacked socket the app closed, an app thread that ends itself, and a
 # worker holding worker_connections when its connections turn idle.
 class ThreadsHandoffTest < Minitest::Test
+  include ThreadsClient
+
   # Paths:
   #   /pid             the worker's pid
   #   /hijack          takes the socket, answers on it and closes it, marks
@@ -45,34 +48,6 @@ class ThreadsHandoffTest < Minitest::Test
 
   def start(threads: 2, extra: "")
     @server = Narwhal::ServerProcess.start(app: APP, lint: false, config: "threads #{threads}\n#{extra}")
-  end
-
-  def teardown
-    @clients&.each(&:close)
-    @server&.stop
-  end
-
-  def client
-    c = @server.connect
-    (@clients ||= []) << c
-    c
-  end
-
-  def get(c, path, timeout: 10)
-    c.write("GET #{path} HTTP/1.1\r\nHost: t\r\n\r\n")
-    c.read_response(timeout: timeout)
-  end
-
-  def mark?(name)
-    File.exist?(File.join(@server.dir, name))
-  end
-
-  def release(name)
-    File.write(File.join(@server.dir, "release-#{name}"), "")
-  end
-
-  def now
-    Process.clock_gettime(Process::CLOCK_MONOTONIC)
   end
 
   # The app closes the hijacked socket while its thread still runs; a new
@@ -171,21 +146,5 @@ class ThreadsHandoffTest < Minitest::Test
     t0 = now
     assert_equal 200, get(c, "/pid", timeout: 10).status
     assert_operator now - t0, :<, 2, "a new client waited for a kept-alive connection to time out"
-  end
-
-  private
-
-  # Bytes the client sent that the server has not read yet (/proc/net/tcp:
-  # rx_queue of the server's end); nil before the server accepted it.
-  def unread_bytes(client)
-    server_port = format("%04X", @server.port)
-    client_port = format("%04X", client.sock.local_address.ip_port)
-    File.foreach("/proc/net/tcp").each do |line|
-      fields = line.split
-      next unless fields[1].end_with?(":#{server_port}") && fields[2].end_with?(":#{client_port}")
-
-      return Integer(fields[4].split(":").last, 16)
-    end
-    nil
   end
 end

@@ -1,12 +1,15 @@
 # frozen_string_literal: true
 
 require "test_helper"
+require_relative "../support/threads_client"
 require "socket"
 
 # A HUP may lower `threads` (not raise it: the scoreboard has a sub-slot
 # per thread the master started with). Workers then read their siblings'
 # idle threads from a scoreboard with more sub-slots than threads.
 class ThreadsReloadTest < Minitest::Test
+  include ThreadsClient
+
   # /pid: the worker's pid; /block/NAME: marks "started-NAME", waits for "release-NAME"
   APP = <<~'RUBY'
     run lambda { |env|
@@ -20,30 +23,6 @@ class ThreadsReloadTest < Minitest::Test
       [200, { "content-type" => "text/plain" }, [Process.pid.to_s]]
     }
   RUBY
-
-  def teardown
-    @clients&.each(&:close)
-    @server&.stop
-  end
-
-  def client
-    c = @server.connect
-    (@clients ||= []) << c
-    c
-  end
-
-  def get(c, path)
-    c.write("GET #{path} HTTP/1.1\r\nHost: t\r\n\r\n")
-    c.read_response(timeout: 10)
-  end
-
-  def mark?(name)
-    File.exist?(File.join(@server.dir, name))
-  end
-
-  def release(name)
-    File.write(File.join(@server.dir, "release-#{name}"), "")
-  end
 
   # Kept-alive connections, e.g. want [4, 2]: four to one worker and two
   # to the other.
@@ -85,21 +64,5 @@ class ThreadsReloadTest < Minitest::Test
     assert_nil first["connection"], "shed while every thread of the sibling was busy"
     %w[a1 b0 b1].each { |n| release(n) }
     assert_equal [200] * 5, [on_a[3], on_a[0], on_a[1], *on_b].map { |c| c.read_response(timeout: 10).status }
-  end
-
-  private
-
-  # Bytes the client sent that the server has not read yet (/proc/net/tcp:
-  # rx_queue of the server's end).
-  def unread_bytes(client)
-    server_port = format("%04X", @server.port)
-    client_port = format("%04X", client.sock.local_address.ip_port)
-    File.foreach("/proc/net/tcp").each do |line|
-      fields = line.split
-      next unless fields[1].end_with?(":#{server_port}") && fields[2].end_with?(":#{client_port}")
-
-      return Integer(fields[4].split(":").last, 16)
-    end
-    nil
   end
 end

@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "test_helper"
+require_relative "../support/threads_client"
 require "digest"
 require "socket"
 
@@ -8,6 +9,8 @@ require "socket"
 # clients, pipelining, how many requests a worker takes on, which worker
 # gets a new connection, shedding, and QUIT with requests in every state.
 class ThreadsTest < Minitest::Test
+  include ThreadsClient
+
   # Paths:
   #   /pid                  the worker's pid
   #   /fork                 forks, or says why it could not
@@ -58,63 +61,9 @@ class ThreadsTest < Minitest::Test
     )
   end
 
-  def teardown
-    @clients&.each(&:close)
-    @server&.stop
-  end
-
-  def client
-    c = @server.connect
-    (@clients ||= []) << c
-    c
-  end
-
-  def get(c, path)
-    c.write("GET #{path} HTTP/1.1\r\nHost: t\r\n\r\n")
-    c.read_response(timeout: 20)
-  end
-
   # The pids of the workers that started /block/NAME, one per request.
   def started(name)
     Dir.glob(File.join(@server.dir, "started-#{name}-*")).map { |f| Integer(f[/-(\d+)\z/, 1]) }
-  end
-
-  # Bytes the client sent that the server has not read yet (/proc/net/tcp:
-  # rx_queue of the server's end of the connection).
-  def unread_bytes(client)
-    server_side_queues(client)&.last
-  end
-
-  # Bytes the server wrote that its client has not taken (tx_queue).
-  def unsent_bytes(client)
-    server_side_queues(client)&.first
-  end
-
-  def server_side_queues(client)
-    server_port = format("%04X", @server.port)
-    client_port = format("%04X", client.sock.local_address.ip_port)
-    File.foreach("/proc/net/tcp").each do |line|
-      fields = line.split
-      next unless fields[1].end_with?(":#{server_port}") && fields[2].end_with?(":#{client_port}")
-
-      return fields[4].split(":").map { |q| Integer(q, 16) }
-    end
-    nil
-  end
-
-  def release(name)
-    File.write(File.join(@server.dir, "release-#{name}"), "")
-  end
-
-  # Connections waiting in the listen queue (the kernel's accept backlog),
-  # from /proc/net/tcp: rx_queue of the listening socket.
-  def listen_queue
-    port = format("%04X", @server.port)
-    File.foreach("/proc/net/tcp").each do |line|
-      fields = line.split
-      return Integer(fields[4].split(":").last, 16) if fields[1].end_with?(":#{port}") && fields[3] == "0A"
-    end
-    nil
   end
 
   def test_thirty_two_keepalive_clients_get_every_response_intact
@@ -336,10 +285,11 @@ class ThreadsTest < Minitest::Test
                                          config: "worker_processes 2\nthreads 2\nstderr_path 'narwhal.log'\n")
     log = File.join(@server.dir, "narwhal.log")
     wait_until(message: "two workers ready") { File.exist?(log) && File.read(log).scan(/ready pid/).size == 2 }
-    blocked = Array.new(2) { Narwhal::RawClient.new(TCPSocket.new("127.0.0.1", port)) }
+    # three: a worker of two threads cannot take them all, so each has one
+    blocked = Array.new(3) { Narwhal::RawClient.new(TCPSocket.new("127.0.0.1", port)) }
     (@clients ||= []).concat(blocked)
     blocked.each { |c| c.write("GET /block/u HTTP/1.1\r\nHost: t\r\n\r\n") }
-    wait_until(message: "one request in each worker") { started("u").uniq.size == 2 }
+    wait_until(message: "requests in both workers") { started("u").size == 3 && started("u").uniq.size == 2 }
     File.rename(log, "#{log}.1")
     @server.signal(:USR1)
     wait_until(message: "both workers reopened their log while busy") do
@@ -349,8 +299,10 @@ class ThreadsTest < Minitest::Test
     wait_until(message: "worker 1 told to stop") { File.read(log).include?("QUIT received") }
     release("u")
     responses = blocked.map { |c| c.read_response(timeout: 10) }
-    assert_equal [200, 200], responses.map(&:status)
-    assert_equal ["close"], responses.map { |r| r["connection"] }.compact, "the retiring worker's response closes"
+    assert_equal [200] * 3, responses.map(&:status)
+    retiring = File.read("#{log}.1")[/worker=1 ready pid=(\d+)/, 1] # TTOU retires the last worker
+    closes = responses.select { |r| r["connection"] == "close" }.map(&:body)
+    assert_equal [retiring] * started("u").count(Integer(retiring)), closes, "the retiring worker's responses close"
     wait_until(message: "one worker left") { @server.worker_pids.size == 1 }
   end
 
