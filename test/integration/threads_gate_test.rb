@@ -9,19 +9,7 @@ require "socket"
 class ThreadsGateTest < Minitest::Test
   include ThreadsClient
 
-  # /pid: the worker's pid; /block/NAME: marks "started-NAME", waits for "release-NAME"
-  APP = <<~'RUBY'
-    run lambda { |env|
-      path = env["PATH_INFO"]
-      if path.start_with?("/block/")
-        name = path.delete_prefix("/block/")
-        File.write("started-#{name}", "")
-        deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 20
-        sleep 0.005 until File.exist?("release-#{name}") || Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
-      end
-      [200, { "content-type" => "text/plain" }, [Process.pid.to_s]]
-    }
-  RUBY
+  APP = ThreadsClient::BLOCKING_APP
 
   # The pid of the worker holding the server's end of the client's
   # connection (found by socket inode), nil while none accepted it.

@@ -10,19 +10,7 @@ require "socket"
 class ThreadsReloadTest < Minitest::Test
   include ThreadsClient
 
-  # /pid: the worker's pid; /block/NAME: marks "started-NAME", waits for "release-NAME"
-  APP = <<~'RUBY'
-    run lambda { |env|
-      path = env["PATH_INFO"]
-      if path.start_with?("/block/")
-        name = path.delete_prefix("/block/")
-        File.write("started-#{name}", "")
-        deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 20
-        sleep 0.005 until File.exist?("release-#{name}") || Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
-      end
-      [200, { "content-type" => "text/plain" }, [Process.pid.to_s]]
-    }
-  RUBY
+  APP = ThreadsClient::BLOCKING_APP
 
   # Kept-alive connections, e.g. want [4, 2]: four to one worker and two
   # to the other.

@@ -4,6 +4,22 @@
 # a GET on a kept-alive connection, the files their apps use to hold and
 # release requests, and the kernel's view of the sockets (/proc/net/tcp).
 module ThreadsClient
+  # /pid: the worker's pid; /block/NAME: marks "started-NAME" in the
+  # server's directory, waits for "release-NAME" (20 s at most), then
+  # answers the worker's pid as /pid does.
+  BLOCKING_APP = <<~'RUBY'
+    run lambda { |env|
+      path = env["PATH_INFO"]
+      if path.start_with?("/block/")
+        name = path.delete_prefix("/block/")
+        File.write("started-#{name}", "")
+        deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 20
+        sleep 0.005 until File.exist?("release-#{name}") || Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+      end
+      [200, { "content-type" => "text/plain" }, [Process.pid.to_s]]
+    }
+  RUBY
+
   def teardown
     @clients&.each(&:close)
     @server&.stop
