@@ -20,7 +20,10 @@ class ThreadsTest < Minitest::Test
   #   /block/NAME           marks "started-NAME-THREAD-PID" in the server's directory,
   #                         then waits for "release-NAME" (20 s at most)
   APP = <<~'RUBY'
-    require "digest"
+    # loaded before the threads start: Digest's lazy const_missing loading
+    # of SHA256 is not thread-safe (an app with threads preloads, as here)
+    require "digest/sha2"
+    Rack::Utils # rack 2.2 loads it on first use otherwise
     def pattern(id, n) = ("<#{id}>" * (n / 3 + 1)).byteslice(0, n)
     def text(body, extra = {}) = [200, { "content-type" => "text/plain" }.merge(extra), [body]]
     run lambda { |env|
@@ -96,7 +99,8 @@ class ThreadsTest < Minitest::Test
       end
     end
     clients.each(&:join)
-    assert_empty Array.new(failures.size) { failures.pop }
+    errors = Array.new(failures.size) { failures.pop }
+    assert_empty errors, "server log: #{@server.log.lines.grep(/error/).first(5).join}"
     assert_equal 32 * 313, served.size
     threads = Array.new(served.size) { served.pop }.uniq
     assert_operator threads.size, :>, 1, "requests ran on several threads: #{threads}"
