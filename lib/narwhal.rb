@@ -54,6 +54,7 @@ module Narwhal
   autoload :ResponseWriter, "narwhal/response_writer"
   autoload :PendingSend, "narwhal/pending_send"
   autoload :PidFile, "narwhal/pid_file"
+  autoload :ProcessMemory, "narwhal/process_memory"
   autoload :PumaDirectives, "narwhal/puma_directives"
   autoload :AppBuilder, "narwhal/app_builder"
   autoload :AcceptBackoff, "narwhal/accept_backoff"

@@ -12,6 +12,7 @@ module Narwhal
   # `config`, `logger`, `worker_processes` keep Unicorn's names.
   class Master
     autoload :Reexec, "narwhal/master/reexec"
+    autoload :Tally, "narwhal/master/tally"
     autoload :WorkerMonitor, "narwhal/master/worker_monitor"
     autoload :WorkerTable, "narwhal/master/worker_table"
 
@@ -23,6 +24,8 @@ module Narwhal
     KILL_AFTER = 10
 
     attr_reader :config, :logger, :worker_processes
+    # What happened to the workers so far (Tally): for /metrics.
+    attr_reader :tally
 
     # app_builder: #call returns the app (run here with preload_app, else in
     # each worker). daemon: the -D launcher's Daemon. reexec: false refuses
@@ -39,6 +42,7 @@ module Narwhal
       @pid_file = nil
       @app = nil
       @stopping = nil
+      @tally = Tally.new
     end
 
     # --- what Unicorn's hooks call on `server` ---
