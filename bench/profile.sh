@@ -38,15 +38,18 @@ for _ in $(seq 1 1500); do
   if ruby -rsocket -e "Socket.tcp('127.0.0.1', $port, connect_timeout: 1).close" 2>/dev/null; then break; fi
   kill -0 $pid 2>/dev/null || { cat "$out/server.log"; exit 1; }
 done
+# the worker serves, the master ($pid) only watches: profile the worker
+worker=$(pgrep -P $pid | head -1)
+[ -n "$worker" ] || { echo "no worker under master $pid"; cat "$out/server.log"; exit 1; }
 
 url="http://127.0.0.1:$port/"
 wrk_opts=()
 [ "${MODE:-keepalive}" = close ] && wrk_opts=(-H "Connection: close")
 wrk -t2 -c16 -d2s "${wrk_opts[@]}" "$url" >/dev/null
 if [ "$profiler" = stackprof ]; then
-  kill -USR2 $pid
+  kill -USR2 $worker
   wrk -t2 -c16 -d"${duration}s" --latency "${wrk_opts[@]}" "$url" >"$out/wrk.txt"
-  kill -TERM $pid
+  kill -QUIT $pid # graceful: the worker runs its at_exit and writes the dump
   wait $pid || true
   trap - EXIT
   echo "# narwhal stackprof (cpu): wrk -t2 -c16 -d${duration}s ${MODE:-keepalive}, RUBYOPT=${RUBYOPT:-}"
@@ -58,7 +61,7 @@ fi
 
 wrk -t2 -c16 -d"${duration}s" --latency "${wrk_opts[@]}" "$url" >"$out/wrk.txt" &
 wrk_pid=$!
-perf record -F 999 -g -p $pid -o "$out/perf.data" -- sleep "$duration" 2>"$out/perf-record.log"
+perf record -F 999 -g -p $worker -o "$out/perf.data" -- sleep "$duration" 2>"$out/perf-record.log"
 wait $wrk_pid
 
 echo "# narwhal profile: wrk -t2 -c16 -d${duration}s ${MODE:-keepalive}, RUBYOPT=${RUBYOPT:-}"

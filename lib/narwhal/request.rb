@@ -61,7 +61,6 @@ module Narwhal
       @flags = flags
     end
 
-
     # The response will say Connection: close (the worker sheds the client).
     def close_connection
       @flags &= ~KEEPALIVE
