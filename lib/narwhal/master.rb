@@ -85,6 +85,8 @@ module Narwhal
       @signals.wake_on("CHLD")
       Process.setproctitle("narwhal master")
       @logger.info("master pid=#{Process.pid} started (narwhal #{VERSION}, #{@worker_processes} worker(s))")
+      @logger.info(@config[:worker_processes_auto]) if @config[:worker_processes_auto]
+      MemoryHeadroom.check(@logger, @worker_processes)
       @workers.spawn_missing(@worker_processes)
       self
     end
@@ -249,6 +251,7 @@ module Narwhal
       @worker_processes = @config[:worker_processes]
       @app_builder.default_middleware = @config[:default_middleware]
       @logger.info("reloaded config_file=#{file || '(none)'}, replacing workers")
+      @logger.info(@config[:worker_processes_auto]) if @config[:worker_processes_auto]
       @workers.signal_all(:QUIT)
       @workers.reset_respawn # the app may have been fixed: its workers start at once
     rescue ConfigError, StandardError, ScriptError => e
