@@ -69,6 +69,7 @@ module Narwhal
   autoload :Server, "narwhal/server"
   autoload :SignalQueue, "narwhal/signal_queue"
   autoload :SocketOwner, "narwhal/socket_owner"
+  autoload :SystemdNotify, "narwhal/systemd_notify"
   autoload :SocketWriter, "narwhal/socket_writer"
   autoload :SoftTimeout, "narwhal/soft_timeout"
   autoload :RequestTimeout, "narwhal/soft_timeout"
