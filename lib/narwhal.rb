@@ -27,6 +27,8 @@ module Narwhal
   # A bad configuration; the message names the file and line.
   class ConfigError < StandardError; end
 
+  autoload :AutoWorkers, "narwhal/auto_workers"
+  autoload :Cgroup, "narwhal/cgroup"
   autoload :CLI, "narwhal/cli"
   autoload :Clock, "narwhal/clock"
   autoload :ClientGone, "narwhal/socket_writer"
@@ -53,6 +55,7 @@ module Narwhal
   autoload :ForkError, "narwhal/fork_guard"
   autoload :ResponseWriter, "narwhal/response_writer"
   autoload :PendingSend, "narwhal/pending_send"
+  autoload :MemoryHeadroom, "narwhal/memory_headroom"
   autoload :PidFile, "narwhal/pid_file"
   autoload :ProcessMemory, "narwhal/process_memory"
   autoload :PumaDirectives, "narwhal/puma_directives"
@@ -66,6 +69,7 @@ module Narwhal
   autoload :Server, "narwhal/server"
   autoload :SignalQueue, "narwhal/signal_queue"
   autoload :SocketOwner, "narwhal/socket_owner"
+  autoload :SystemdNotify, "narwhal/systemd_notify"
   autoload :SocketWriter, "narwhal/socket_writer"
   autoload :SoftTimeout, "narwhal/soft_timeout"
   autoload :RequestTimeout, "narwhal/soft_timeout"

@@ -30,6 +30,7 @@ module Narwhal
       listeners: [],
       logger: nil,
       worker_processes: 1,
+      worker_processes_auto: nil, # with :auto, the log line saying why the count
       threads: 1,
       worker_connections: 1000,
       timeout: 60,
@@ -80,11 +81,19 @@ module Narwhal
     def initialize(file: nil)
       @settings = DEFAULTS.dup
       @settings[:listeners] = []
-      @settings[:worker_processes] = WebConcurrency.worker_processes || DEFAULTS[:worker_processes]
+      self.worker_processes = WebConcurrency.worker_processes || DEFAULTS[:worker_processes]
       @file = file
       load_file(file) if file
       # client_timeout is the umbrella: it sets each part not given on its own
       CLIENT_TIMEOUT_PARTS.each { |part| @settings[part] ||= @settings[:client_timeout] }
+    end
+
+    # A count, or :auto: one worker per CPU the cgroup and the affinity
+    # mask allow (AutoWorkers).
+    def worker_processes=(count)
+      choice = AutoWorkers.choose if count == :auto
+      @settings[:worker_processes] = choice ? choice.count : count
+      @settings[:worker_processes_auto] = choice&.reason
     end
 
     # --threads N: wins over the config file.

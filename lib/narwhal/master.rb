@@ -76,6 +76,7 @@ module Narwhal
       @scoreboard = Scoreboard.new(Scoreboard::MAX_SLOTS, threads: @config[:threads])
       @monitor = WorkerMonitor.for(@config, @scoreboard)
       @master_r, @master_w = IO.pipe # workers see EOF when the master is gone
+      @notify = SystemdNotify.new(@logger)
       ready = method(:first_worker_ready)
       @workers = WorkerTable.new(@config, @scoreboard, self, on_first_ready: ready) do |worker, reports|
         worker_process(worker, reports).run
@@ -85,6 +86,8 @@ module Narwhal
       @signals.wake_on("CHLD")
       Process.setproctitle("narwhal master")
       @logger.info("master pid=#{Process.pid} started (narwhal #{VERSION}, #{@worker_processes} worker(s))")
+      @logger.info(@config[:worker_processes_auto]) if @config[:worker_processes_auto]
+      MemoryHeadroom.check(@logger, @worker_processes)
       @workers.spawn_missing(@worker_processes)
       self
     end
@@ -92,6 +95,7 @@ module Narwhal
     # Runs the master loop; returns the exit status.
     def join
       loop do
+        @notify.watchdog # here, so that a master stuck anywhere in its loop stops pinging
         @workers.reap(stopping: !@stopping.nil?) { |pid, status| reexec_exited(pid, status) }
         while (sig = @signals.pop)
           handle_signal(sig)
@@ -121,7 +125,7 @@ module Narwhal
 
     # Also wakes for a worker's report, and when a held-back fork is due.
     def sleep_on_pipe
-      timeout = [@monitor.interval, MAX_SLEEP, @workers.respawn_wait].compact.min
+      timeout = [@monitor.interval, MAX_SLEEP, @workers.respawn_wait, @notify.watchdog_wait].compact.min
       @workers.read_reports if @signals.wait(timeout, [@workers.reports_reader])
     end
 
@@ -143,11 +147,13 @@ module Narwhal
       @master_w.close
       @workers.forget_in_child
       @daemon&.close_in_child
+      @notify.forget_in_child
       srand # workers must not share a random sequence
     end
 
     # `-D` returns to the shell once the first worker serves.
     def first_worker_ready
+      @notify.ready(@worker_processes)
       @daemon&.ready(pid_file: @pid_file&.path, stderr_path: @config[:stderr_path])
     end
 
@@ -182,7 +188,10 @@ module Narwhal
       when "INT", "TERM" then stop(:TERM, sig)
       when "USR1" then reopen_logs
       when "USR2" then reexec
-      when "HUP" then reload
+      when "HUP"
+        @notify.reloading
+        reload
+        @notify.ready(@worker_processes)
       when "TTIN" then change_workers(+1)
       when "TTOU" then change_workers(-1)
       when "WINCH" then winch
@@ -192,6 +201,7 @@ module Narwhal
     def stop(sig, name)
       @logger.info(sig == :QUIT ? "QUIT received: stopping workers gracefully" : "#{name} received: stopping now")
       @stopping = sig
+      @notify.stopping(name, successor: @reexec.pid) # after USR2 the new master carries the unit on
       @kill_at = Clock.now + (sig == :QUIT ? @config[:timeout] + KILL_AFTER : KILL_AFTER)
       @workers.signal_all(sig)
     end
@@ -212,12 +222,17 @@ module Narwhal
     end
 
     def reexec
-      @pid_file = @reexec.start(@pid_file, @listener_set) { @config[:before_exec].call(self) }
+      @pid_file = @reexec.start(@pid_file, @listener_set) do
+        @notify.before_exec
+        @config[:before_exec].call(self)
+      end
+      @notify.status("starting a new master pid=#{@reexec.pid}") if @reexec.running?
     end
 
     def change_workers(delta)
       @worker_processes = (@worker_processes + delta).clamp(0, Scoreboard::MAX_SLOTS)
       @logger.info("worker_processes now #{@worker_processes}")
+      @notify.status("serving, worker_processes #{@worker_processes}")
     end
 
     # Unicorn's rule: only a daemonized master drops to zero workers on
@@ -249,6 +264,7 @@ module Narwhal
       @worker_processes = @config[:worker_processes]
       @app_builder.default_middleware = @config[:default_middleware]
       @logger.info("reloaded config_file=#{file || '(none)'}, replacing workers")
+      @logger.info(@config[:worker_processes_auto]) if @config[:worker_processes_auto]
       @workers.signal_all(:QUIT)
       @workers.reset_respawn # the app may have been fixed: its workers start at once
     rescue ConfigError, StandardError, ScriptError => e

@@ -116,7 +116,7 @@ class RackHandlerTest < Minitest::Test
 
     server = start_rackup(env: { "WEB_CONCURRENCY" => "many" })
     refute server.wait_exit(timeout: 30).success?
-    assert_includes server.log, 'narwhal: WEB_CONCURRENCY="many" is not a worker count (a whole number >= 1)'
+    assert_includes server.log, 'narwhal: WEB_CONCURRENCY="many" is not a worker count (a whole number >= 1, or auto)'
   end
 
   def test_rackup_pid_file_outlives_a_retired_worker

@@ -3,13 +3,15 @@
 require "test_helper"
 require "open3"
 require "support/example_file"
+require "support/notify_socket"
 
 # examples/systemd: the committed units, with their paths pointed at a
 # temporary app, pass `systemd-analyze verify` (and a broken copy does not);
 # narwhal takes the socket `systemd-socket-activate` passes it, run by hand
-# and as the unit's own ExecStart=; USR2 leaves PIDFile= naming the live
-# master, which is what systemd follows; and a socket file systemd made
-# outlives narwhal's exit.
+# and as the unit's own ExecStart=; the unit's Type=notify sees READY=1 on
+# NOTIFY_SOCKET (a socket of the test's own) and follows the master across
+# USR2 by the MAINPID= it is sent; and a socket file systemd made outlives
+# narwhal's exit.
 class SystemdTest < Minitest::Test
   ROOT = Narwhal::ServerProcess::ROOT
   ACTIVATE = "/usr/bin/systemd-socket-activate"
@@ -20,11 +22,10 @@ class SystemdTest < Minitest::Test
     @dir = Dir.mktmpdir("narwhal-systemd")
     @app = File.join(@dir, "app")
     @units = File.join(@dir, "units")
-    [@app, "#{@app}/bin", "#{@app}/config", @units, "#{@dir}/run", "#{@dir}/log"].each { |d| FileUtils.mkdir_p(d) }
+    [@app, "#{@app}/bin", "#{@app}/config", @units, "#{@dir}/run"].each { |d| FileUtils.mkdir_p(d) }
     @sock = File.join(@dir, "narwhal.sock")
     # the unit's paths, longest first where one is a prefix of another
-    @paths = { "/run/narwhal.sock" => @sock, "/run/narwhal" => "#{@dir}/run",
-               "/var/log/narwhal" => "#{@dir}/log", "/srv/app/current" => @app }
+    @paths = { "/run/narwhal.sock" => @sock, "/run/narwhal" => "#{@dir}/run", "/srv/app/current" => @app }
     File.write(File.join(@app, "config.ru"), APP)
     File.write(File.join(@app, "Gemfile"), "")
     # a binstub, as `bundle binstubs narwhal` makes: USR2 re-executes it
@@ -34,9 +35,10 @@ class SystemdTest < Minitest::Test
     File.chmod(0o755, binstub)
     Narwhal::ExampleFile.write("systemd/narwhal.rb", File.join(@app, "config"), @paths)
     @service = Narwhal::ExampleFile.write("systemd/narwhal.service", @units,
-                                          @paths.slice("/run/narwhal", "/var/log/narwhal", "/srv/app/current"))
+                                          @paths.slice("/run/narwhal", "/srv/app/current"))
     @socket = Narwhal::ExampleFile.write("systemd/narwhal.socket", @units, @paths.slice("/run/narwhal.sock"))
     @pids = []
+    @notify = Narwhal::NotifySocket.new(File.join(@dir, "notify.sock"))
   end
 
   def teardown
@@ -47,6 +49,7 @@ class SystemdTest < Minitest::Test
       nil
     end
     @pids.each { |pid| Process.wait(pid) rescue nil } # rubocop:disable Style/RescueModifier
+    @notify&.close
     FileUtils.rm_rf(@dir)
   end
 
@@ -57,16 +60,18 @@ class SystemdTest < Minitest::Test
     File.readlines(path, chomp: true).filter_map { |l| l.split("=", 2)[1] if l.start_with?("#{key}=") }
   end
 
+  # The config's pid file: the before_fork hook finds the old master by it.
   def pid_file
-    unit_values(@service, "PIDFile").first
+    File.read(File.join(@app, "config", "narwhal.rb"))[/^pid "(.*)"$/, 1]
   end
 
   def exec_start
     unit_values(@service, "ExecStart").first.split
   end
 
+  # What the journal would hold: the master's standard output and error.
   def log
-    File.read(File.join(@dir, "log", "narwhal.log"))
+    File.read(File.join(@dir, "exec_start.log"))
   rescue Errno::ENOENT
     ""
   end
@@ -87,7 +92,7 @@ class SystemdTest < Minitest::Test
 
   def test_systemd_analyze_verify_catches_a_broken_unit
     broken = { "KillSignal=SIGQUIT" => "KillSignal=SIGQUITE", "ExecStart=#{@app}/bin/" => "ExecStart=#{@app}/nobin/",
-               "Type=forking" => "Tpye=forking" }
+               "Type=notify" => "Tpye=notify" }
     good = File.read(@service)
     broken.each do |from, to|
       File.write(@service, good.sub(/^#{Regexp.escape(from)}/, to))
@@ -106,10 +111,12 @@ class SystemdTest < Minitest::Test
     timeout = Integer(File.read(File.join(@app, "config", "narwhal.rb"))[/^timeout (\d+)$/, 1])
     stop_sec = Integer(unit_values(@service, "TimeoutStopSec").first)
     assert_operator stop_sec, :>, timeout + Narwhal::Master::KILL_AFTER, "narwhal's own kill comes first"
-    assert_equal ["forking"], unit_values(@service, "Type")
-    assert_includes exec_start, "-D"
+    assert_equal ["notify"], unit_values(@service, "Type")
+    assert_equal ["all"], unit_values(@service, "NotifyAccess")
+    refute_includes exec_start, "-D", "under Type=notify the master runs in the foreground"
+    assert_empty unit_values(@service, "PIDFile")
     assert_equal "#{@dir}/run/narwhal.pid", pid_file
-    assert_match(/^pid "#{Regexp.escape(pid_file)}"$/, File.read(File.join(@app, "config", "narwhal.rb")))
+    assert_equal ["narwhal"], unit_values(@service, "RuntimeDirectory"), "the pid file's directory"
   end
 
   # --- systemd-socket-activate ---
@@ -154,7 +161,7 @@ class SystemdTest < Minitest::Test
     @pids.delete(pid)
   end
 
-  # --- Type=forking: what systemd sees ---
+  # --- Type=notify: what systemd sees ---
 
   def alive?(pid)
     !File.read("/proc/#{pid}/stat").split(") ", 2).last.start_with?("Z")
@@ -162,49 +169,70 @@ class SystemdTest < Minitest::Test
     false
   end
 
-  # Runs the unit's ExecStart= (which daemonizes, -D) as systemd would:
-  # the unit is started when the command exits 0; returns the main pid,
-  # read from PIDFile=.
+  # Runs the unit's ExecStart= as systemd would for Type=notify, with
+  # NOTIFY_SOCKET set: the unit is started when READY=1 comes; returns the
+  # main pid it names (MAINPID=), the process systemd started.
   def start_service(*prefix)
     out = File.join(@dir, "exec_start.log")
-    launcher = Process.spawn(*prefix, *exec_start, chdir: @app, out: out, err: out, pgroup: true)
-    @pids << launcher
+    main = Process.spawn({ "NOTIFY_SOCKET" => @notify.path }, *prefix, *exec_start,
+                         chdir: @app, out: out, err: out, pgroup: true)
+    @pids << main
     yield if block_given?
-    _, status = Process.wait2(launcher)
-    @pids.delete(launcher)
-    assert status.success?, "ExecStart= failed: #{File.read(out)}\n#{log}"
-    read_pid(pid_file).tap { |pid| assert pid && alive?(pid), "PIDFile= names no live process" }
+    ready = @notify.next_message(timeout: 60).fields
+    assert_equal "1", ready["READY"], "#{ready}\n#{log}"
+    assert_equal main.to_s, ready["MAINPID"], "the main pid is the process systemd started"
+    assert alive?(main)
+    main
   end
 
   def unix_request
     request(UNIXSocket.new(@sock))
   end
 
-  # `systemctl kill --kill-whom=main -s USR2`; the new master's before_fork
-  # sends QUIT to the old one. When systemd's main process exits, systemd
-  # reads PIDFile= again: it must name the new, live master by then.
+  # `systemctl kill --kill-whom=main -s USR2`: the new master says it is
+  # the main pid once it serves; its before_fork sends QUIT to the old one,
+  # which hands the unit over (MAINPID=) instead of STOPPING=1. The two may
+  # come in either order (one worker: the QUIT comes before it serves).
   def deploy(main)
     Process.kill(:USR2, main)
-    wait_until(timeout: 30, message: "old master pid=#{main} gone\n#{log}") { !alive?(main) }
-    new_main = read_pid(pid_file)
+    seen = []
+    ready = handed = nil
+    until ready && handed
+      message = @notify.next_message(timeout: 60)
+      seen << message.text
+      fields = message.fields
+      refute fields.key?("STOPPING"), "STOPPING=1 during a deploy: #{seen}"
+      ready = message if fields["READY"] == "1"
+      handed = message if message.pid == main && fields.key?("MAINPID")
+    end
+    new_main = Integer(ready.fields["MAINPID"])
+    assert_equal new_main, ready.pid, "READY=1 comes from the new master itself"
     refute_equal main, new_main
-    assert alive?(new_main), "PIDFile= names a dead process after USR2\n#{log}"
+    assert_equal new_main.to_s, handed.fields["MAINPID"], "the old master hands over to another pid: #{seen}"
+    @pids << new_main
+    wait_until(timeout: 30, message: "old master pid=#{main} gone\n#{log}") { !alive?(main) }
+    assert alive?(new_main), "the new main pid is dead after USR2\n#{log}"
     wait_until(message: ".oldbin removed") { !File.exist?("#{pid_file}.oldbin") }
     assert File.socket?(@sock), "the old master removed the socket the new one serves"
+    assert_empty @notify.pending.select { |m| m.pid == main }, "the old master spoke after handing over"
     new_main
   end
 
-  def test_usr2_under_type_forking_leaves_pid_file_naming_the_live_master
+  def test_usr2_under_type_notify_hands_the_unit_to_the_new_master
     main = start_service
     assert_match(/\AHTTP\/1.1 200 OK/, unix_request)
+    assert_match(/systemd notify: NOTIFY_SOCKET=#{Regexp.escape(@notify.path)}$/, log)
+    assert_match(/worker_processes :auto chose \d+: /, log)
     second = deploy(main)
     assert_match(/\AHTTP\/1.1 200 OK/, unix_request)
     refute_match(/carries on/, log)
     # and the next deploy works as the first did
     third = deploy(second)
     assert_match(/\AHTTP\/1.1 200 OK/, unix_request)
-    # systemctl stop: KillSignal=SIGQUIT to the main process
+    # systemctl stop: KillSignal=SIGQUIT to the main process, which says so
     Process.kill(:QUIT, third)
+    stopping = @notify.next_message
+    assert_equal [third, "1"], [stopping.pid, stopping.fields["STOPPING"]]
     wait_until(timeout: 30, message: "stopped") { !alive?(third) }
     refute File.exist?(pid_file)
   end
@@ -215,7 +243,8 @@ class SystemdTest < Minitest::Test
     listen = unit_values(@socket, "ListenStream").first
     assert_equal @sock, listen
     client = nil
-    main = start_service(ACTIVATE, "-l", listen) do
+    # systemd-socket-activate passes on only the variables named with -E
+    main = start_service(ACTIVATE, "-l", listen, "-E", "NOTIFY_SOCKET") do
       wait_until(timeout: 10, message: "socket bound") { File.socket?(@sock) }
       client = UNIXSocket.new(@sock) # the first connection starts the service
     end

@@ -8,12 +8,13 @@ class WebConcurrencyTest < Minitest::Test
     assert_equal 12, Narwhal::WebConcurrency.worker_processes("WEB_CONCURRENCY" => " 12\n")
     assert_nil Narwhal::WebConcurrency.worker_processes({})
     assert_nil Narwhal::WebConcurrency.worker_processes("WEB_CONCURRENCY" => "")
+    assert_equal :auto, Narwhal::WebConcurrency.worker_processes("WEB_CONCURRENCY" => "auto")
   end
 
   def test_anything_else_is_refused_with_its_value
-    ["0", "-2", "2.5", "auto", "0x10"].each do |value|
+    ["0", "-2", "2.5", "AUTO", "automatic", "0x10"].each do |value|
       e = assert_raises(Narwhal::ConfigError) { Narwhal::WebConcurrency.worker_processes("WEB_CONCURRENCY" => value) }
-      assert_equal "WEB_CONCURRENCY=#{value.inspect} is not a worker count (a whole number >= 1)", e.message
+      assert_equal "WEB_CONCURRENCY=#{value.inspect} is not a worker count (a whole number >= 1, or auto)", e.message
     end
   end
 

@@ -67,7 +67,9 @@ module Narwhal
       end
 
       def worker_processes(count)
-        set_integer(:worker_processes, count, min: 1)
+        check(count == :auto || (count.is_a?(Integer) && count >= 1),
+              "worker_processes expects an Integer >= 1 or :auto, got #{count.inspect}")
+        @config.worker_processes = count
         check_total_threads
       end
 
