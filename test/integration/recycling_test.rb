@@ -99,4 +99,34 @@ class RecyclingTest < Minitest::Test
     hand_overs.first(2).each { |new_pid, old_pid| assert_replaced_first(new_pid, old_pid) }
     assert_operator served_pids.size, :>, 2, "new workers served"
   end
+
+  # Without preload_app each worker loads the app: while "broken" exists
+  # in the app's directory a new worker fails to boot.
+  BREAKABLE = <<~'RU'
+    raise "broken deploy" if File.exist?("broken")
+    run lambda { |_env| [200, { "content-type" => "text/plain" }, [Process.pid.to_s]] }
+  RU
+
+  def test_a_replacement_that_fails_to_boot_leaves_the_old_worker_serving_until_one_boots
+    @path = "/"
+    @served = Queue.new
+    @server = Narwhal::ServerProcess.start(app: BREAKABLE, lint: false,
+                                           config: "worker_max_requests 5, jitter: 0\n")
+    old = @server.worker_pids.first
+    File.write(File.join(@server.dir, "broken"), "")
+    statuses = Array.new(8) { get }
+    wait_until(timeout: 15, message: "a replacement failed") { @server.log.include?("did not boot; trying again") }
+    assert_match(/worker=1 pid=\d+ failed to boot: .*broken deploy/, @server.log)
+    assert_match(/worker=0 pid=#{old} serves on: its replacement worker=1 pid=\d+ did not boot; trying again/,
+                 @server.log)
+    statuses.concat(Array.new(5) { get })
+    assert_equal [old], served_pids, "the old worker serves on"
+
+    File.delete(File.join(@server.dir, "broken"))
+    new_pid = wait_until(timeout: 30, message: "a replacement that serves") { hand_overs.last&.first }
+    assert_replaced_first(new_pid, old)
+    statuses.concat(Array.new(3) { get })
+    assert_equal [200], statuses.uniq
+    assert_equal new_pid, served_pids.last
+  end
 end
