@@ -10,7 +10,7 @@ class GracefulTermTest < Minitest::Test
     run lambda { |env|
       if env["PATH_INFO"] == "/slow"
         File.write("slow-started", "") # the server's directory: the test waits for it
-        sleep 3
+        sleep 6 # past the tests' drain delay and signals
       end
       [200, { "content-type" => "text/plain" }, ["ok"]]
     }
@@ -95,6 +95,7 @@ class GracefulTermTest < Minitest::Test
     @clients.each { |t| t.join(15) }
 
     wait_for_log(/drain_delay over: stopping workers gracefully/)
+    assert slow.alive?, "a request is in flight as the graceful stop begins"
     assert kept.closed?(timeout: 10), "the idle kept-alive connection is closed"
     assert_equal 200, slow.value, "the request in flight is finished"
     assert_equal 0, @server.wait_exit(timeout: 15).exitstatus
