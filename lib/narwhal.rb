@@ -62,6 +62,7 @@ module Narwhal
   autoload :AppBuilder, "narwhal/app_builder"
   autoload :AcceptBackoff, "narwhal/accept_backoff"
   autoload :BootError, "narwhal/boot_error"
+  autoload :ByteSize, "narwhal/byte_size"
   autoload :ListenBanner, "narwhal/listen_banner"
   autoload :RespawnPolicy, "narwhal/respawn_policy"
   autoload :WorkerReports, "narwhal/worker_reports"

@@ -10,6 +10,7 @@ module Narwhal
   # line in docs/CONFIGURATION.md.
   class Configurator
     autoload :DSL, "narwhal/configurator/dsl"
+    autoload :Recycling, "narwhal/configurator/recycling"
 
     KIB = 1024
     MIB = 1024 * KIB
@@ -36,6 +37,14 @@ module Narwhal
       timeout: 60,
       soft_timeout: nil,
       soft_timeout_keep_worker: false,
+      worker_memory_limit: nil, # bytes; nil: off
+      worker_memory_pss: false,
+      worker_memory_check_interval: 5,
+      worker_max_requests: nil, # nil: off
+      worker_max_requests_jitter: 0,
+      term_graceful: false,
+      drain_delay: 0,
+      graceful_timeout: nil, # nil: timeout + Master::KILL_AFTER
       preload_app: false,
       before_fork: NOOP_HOOK,
       after_fork: NOOP_HOOK,

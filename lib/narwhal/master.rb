@@ -11,7 +11,9 @@ module Narwhal
   # It is also the `server` Unicorn's hooks receive: `pid`, `listen`,
   # `config`, `logger`, `worker_processes` keep Unicorn's names.
   class Master
+    autoload :Recycler, "narwhal/master/recycler"
     autoload :Reexec, "narwhal/master/reexec"
+    autoload :Shutdown, "narwhal/master/shutdown"
     autoload :Tally, "narwhal/master/tally"
     autoload :WorkerMonitor, "narwhal/master/worker_monitor"
     autoload :WorkerTable, "narwhal/master/worker_table"
@@ -20,7 +22,8 @@ module Narwhal
     QUEUED_SIGNALS = %w[QUIT INT TERM USR1 USR2 HUP TTIN TTOU WINCH].freeze
     # Longest sleep of the loop; the policies may ask for a shorter one.
     MAX_SLEEP = 1.0
-    # After INT/TERM, workers not gone within this many seconds get KILL.
+    # After INT/TERM, workers not gone within this many seconds get KILL
+    # (after QUIT: graceful_timeout, by default timeout + this).
     KILL_AFTER = 10
 
     attr_reader :config, :logger, :worker_processes
@@ -41,8 +44,13 @@ module Narwhal
       @listener_set = ListenerSet.new(@logger)
       @pid_file = nil
       @app = nil
-      @stopping = nil
+      @shutdown = Shutdown.new
       @tally = Tally.new
+    end
+
+    # From a TERM with term_graceful (or any stop) on: /ready says 503.
+    def draining?
+      @shutdown.draining?
     end
 
     # --- what Unicorn's hooks call on `server` ---
@@ -81,6 +89,7 @@ module Narwhal
       @workers = WorkerTable.new(@config, @scoreboard, self, on_first_ready: ready) do |worker, reports|
         worker_process(worker, reports).run
       end
+      @recycler = Recycler.new(@workers, @tally)
       @signals = SignalQueue.new
       @signals.queue(*QUEUED_SIGNALS)
       @signals.wake_on("CHLD")
@@ -96,20 +105,24 @@ module Narwhal
     def join
       loop do
         @notify.watchdog # here, so that a master stuck anywhere in its loop stops pinging
-        @workers.reap(stopping: !@stopping.nil?) { |pid, status| reexec_exited(pid, status) }
+        @workers.reap(stopping: @shutdown.stopping?) { |pid, status| reexec_exited(pid, status) }
         while (sig = @signals.pop)
           handle_signal(sig)
         end
-        break if @stopping && @workers.empty?
+        break if @shutdown.stopping? && @workers.empty?
 
-        if @stopping
-          @workers.signal_all(@stopping) # again, for any worker that missed it
-          kill_stragglers
+        stop(:QUIT, "drain_delay over") if @shutdown.drain_over?(Clock.now)
+        if @shutdown.stopping?
+          @workers.signal_all(@shutdown.signal) # again, for any worker that missed it
+          @shutdown.kill_stragglers(@workers, @logger, Clock.now)
         else
           reason = @workers.give_up_reason
           return give_up(reason) if reason
 
-          @monitor.check(@workers) { |worker, sig| @workers.signal(worker, sig) }
+          @monitor.check(@workers) do |worker, sig, policy|
+            sig == :QUIT ? @recycler.retire(worker, policy.event) : @workers.signal(worker, sig)
+          end
+          @recycler.step(@worker_processes)
           @workers.retire_beyond(@worker_processes)
           @workers.spawn_missing(@worker_processes)
         end
@@ -125,7 +138,8 @@ module Narwhal
 
     # Also wakes for a worker's report, and when a held-back fork is due.
     def sleep_on_pipe
-      timeout = [@monitor.interval, MAX_SLEEP, @workers.respawn_wait, @notify.watchdog_wait].compact.min
+      timeout = [@monitor.interval, MAX_SLEEP, @workers.respawn_wait, @notify.watchdog_wait,
+                 @shutdown.wait(Clock.now)].compact.min
       @workers.read_reports if @signals.wait(timeout, [@workers.reports_reader])
     end
 
@@ -174,18 +188,18 @@ module Narwhal
 
     # A failure while handling a signal is logged; the master carries on.
     def handle_signal(sig)
-      # while stopping, only a quicker stop is still taken
-      return if @stopping && !%w[INT TERM].include?(sig)
+      return dispatch_signal(sig) if @shutdown.takes?(sig)
 
-      dispatch_signal(sig)
+      @logger.info("#{sig} ignored: draining") unless @shutdown.stopping?
     rescue StandardError => e
       @logger.error("#{sig} handling failed: #{ErrorMessage.for(e)}#{ErrorMessage.backtrace(e)}")
     end
 
     def dispatch_signal(sig)
       case sig
-      when "QUIT" then stop(:QUIT, sig)
-      when "INT", "TERM" then stop(:TERM, sig)
+      when "QUIT" then stop(:QUIT, "QUIT received")
+      when "INT" then stop(:TERM, sig)
+      when "TERM" then terminate
       when "USR1" then reopen_logs
       when "USR2" then reexec
       when "HUP"
@@ -198,22 +212,20 @@ module Narwhal
       end
     end
 
-    def stop(sig, name)
-      @logger.info(sig == :QUIT ? "QUIT received: stopping workers gracefully" : "#{name} received: stopping now")
-      @stopping = sig
-      @notify.stopping(name, successor: @reexec.pid) # after USR2 the new master carries the unit on
-      @kill_at = Clock.now + (sig == :QUIT ? @config[:timeout] + KILL_AFTER : KILL_AFTER)
-      @workers.signal_all(sig)
+    # term_graceful: drain first (the unit is stopping from now on); else
+    # Unicorn's quick stop.
+    def terminate
+      return stop(:TERM, "TERM") unless @shutdown.drain(@config, @logger, Clock.now)
+
+      @notify.stopping("TERM: draining", successor: @reexec.pid)
     end
 
-    def kill_stragglers
-      return if Clock.now < @kill_at
-
-      @workers.each do |worker|
-        @logger.error("worker=#{worker.nr} pid=#{worker.pid} did not stop in time, killing")
-        @workers.signal(worker, :KILL)
-      end
-      @kill_at = Clock.now + KILL_AFTER
+    # why: "QUIT received", "drain_delay over"; or the signal's name.
+    def stop(sig, why)
+      @logger.info(sig == :QUIT ? "#{why}: stopping workers gracefully" : "#{why} received: stopping now")
+      @shutdown.stop(sig, @config, Clock.now)
+      @notify.stopping(why, successor: @reexec.pid) # after USR2 the new master carries the unit on
+      @workers.signal_all(sig)
     end
 
     def reopen_logs

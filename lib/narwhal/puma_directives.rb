@@ -56,7 +56,9 @@ module Narwhal
         "use timeout #{seconds} (a worker on one request for longer is killed)"
       end,
       worker_boot_timeout: "narwhal has no boot timeout: a worker may take as long as it needs to load the app",
-      worker_shutdown_timeout: "narwhal has no such setting yet: after QUIT, workers get timeout + 10 s, then SIGKILL",
+      worker_shutdown_timeout: lambda do |seconds = "SECONDS", *|
+        "use graceful_timeout #{seconds} (workers still busy that long after QUIT are killed)"
+      end,
       persistent_timeout: ->(seconds = "SECONDS", *) { "use keepalive_timeout #{seconds}" },
       first_data_timeout: ->(seconds = "SECONDS", *) { "use client_timeout #{seconds}" },
       max_keep_alive: ->(count = "N", *) { "use keepalive_requests #{count}" },

@@ -6,18 +6,33 @@ module Narwhal
   # A worker as the master and the hooks see it (Unicorn's Worker): its
   # number `nr`, its pid once forked, and `user` for dropping privileges in
   # after_fork.
+  #
+  # A worker forked to replace one that grew too big or too old
+  # (Master::Recycler) gets a spare number of its own (its predecessor
+  # keeps its number, and its scoreboard slot, until it exits) and holds
+  # its predecessor's `place` from then on.
   class Worker
     attr_reader :nr
-    attr_accessor :pid, :quitting
+    # quitting: sent QUIT; recycling: to be replaced (Master::Recycler);
+    # ready: reported that it serves; stand_in_for: the place it took.
+    attr_accessor :pid, :quitting, :recycling, :ready, :stand_in_for
 
     def initialize(nr)
       @nr = nr
       @pid = nil
       @switched = false
       @quitting = false
+      @recycling = false
+      @ready = false
+      @stand_in_for = nil
     end
 
     alias number nr
+
+    # Which of the master's worker_processes places (0...count) it fills.
+    def place
+      @stand_in_for || @nr
+    end
 
     def ==(other)
       other.is_a?(Worker) ? nr == other.nr : nr == other

@@ -153,4 +153,41 @@ class WorkerTableTest < Minitest::Test
       assert_equal [0], @table.map(&:nr), "HUP: tried again at once"
     end
   end
+
+  # A replacement forked while its predecessor serves gets a number of its
+  # own and holds the predecessor's place: TTOU retires it by place, and a
+  # worker forked for a place whose number a stand-in has gets a spare one.
+  def test_a_stand_in_takes_a_spare_number_and_holds_its_predecessors_place
+    as_master do
+      serving_worker.spawn_missing(2)
+      old = @table.find { |w| w.nr == 1 }
+      stand_in = @table.spawn_stand_in(old, from: 2)
+      assert_equal [2, 1], [stand_in.nr, stand_in.place]
+      assert_equal [:before_fork, @hook_server, 2], @events.last, "the hooks see its own number"
+      wait_up(3)
+      @table.read_reports
+      assert stand_in.ready, "its ready report is noted"
+      @table.signal(old, :QUIT)
+      reap_until("the old worker reaped") { !@table.alive?(old) }
+      @table.spawn_missing(2)
+      assert_equal [0, 2], @table.map(&:nr).sort, "place 1 is held: nothing forked for it"
+
+      again = @table.spawn_stand_in(stand_in, from: 2)
+      assert_equal [1, 1], [again.nr, again.place], "its place's own number is free again"
+      @table.retire_beyond(1)
+      reap_until("place 1's workers retired") { @table.map(&:nr) == [0] }
+
+      @table.spawn_missing(3)
+      wait_up(2) # the two new ones (the last stand-in may have been QUIT before it was up)
+      two = @table.find { |w| w.nr == 2 }
+      stand_in = @table.spawn_stand_in(two, from: 3)
+      assert_equal [3, 2], [stand_in.nr, stand_in.place]
+      @table.signal(two, :QUIT)
+      reap_until("worker 2 reaped") { !@table.alive?(two) }
+      @table.spawn_missing(4) # TTIN: place 3 is free, number 3 is not
+      assert_equal [[0, 0], [1, 1], [3, 2], [4, 3]], @table.map { |w| [w.nr, w.place] }.sort
+      assert_equal 5, @table.number_for(0, 4), "a spare number: the lowest free from `from` up"
+      assert_equal 2, @table.number_for(2, 4), "a place's own number while it is free"
+    end
+  end
 end

@@ -8,6 +8,8 @@ module Narwhal
     # directives. Each validates its argument and raises with the config
     # file's line on bad input.
     class DSL
+      include Recycling
+
       def initialize(config)
         @config = config
       end
@@ -39,12 +41,12 @@ module Narwhal
                    max_header_fields: 1, keepalive_requests: 1, response_buffer_size: 0,
                    response_spool_max: 0 }.freeze
       NUMBERS = { timeout: 0.001, keepalive_timeout: 0, client_timeout: 0.001, client_header_timeout: 0.001,
-                  client_body_timeout: 0.001, write_timeout: 0.001 }.freeze
+                  client_body_timeout: 0.001, write_timeout: 0.001, drain_delay: 0, graceful_timeout: 0.001 }.freeze
       # trust_x_forwarded is accepted for Unicorn configs: narwhal leaves
       # rack.url_scheme alone; Rack::Request#scheme and #ssl? read
       # X-Forwarded-Proto themselves.
       BOOLEANS = %i[preload_app early_hints rewindable_input check_client_connection default_middleware
-                    worker_exec trust_x_forwarded].freeze
+                    worker_exec trust_x_forwarded term_graceful].freeze
 
       INTEGERS.each { |name, min| define_method(name) { |value| set_integer(name, value, min: min) } }
       NUMBERS.each { |name, min| define_method(name) { |value| set_number(name, value, min: min) } }
@@ -144,7 +146,7 @@ module Narwhal
       end
 
       def self.directives
-        public_instance_methods(false) - %i[method_missing respond_to_missing? check_whole_file]
+        (public_instance_methods(false) + Recycling.public_instance_methods) - %i[method_missing respond_to_missing? check_whole_file]
       end
 
       def respond_to_missing?(*) = false
@@ -191,9 +193,9 @@ module Narwhal
         raise ConfigError, "#{config_line}: #{message}"
       end
 
-      # The first frame outside this file is the config line at fault.
+      # The first frame outside the DSL's files is the config line at fault.
       def config_line
-        frame = caller_locations.find { |l| l.path != __FILE__ }
+        frame = caller_locations.find { |l| !l.path.start_with?("#{__dir__}/") }
         "#{frame&.path}:#{frame&.lineno}"
       end
     end

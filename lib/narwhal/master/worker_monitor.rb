@@ -8,10 +8,15 @@ module Narwhal
     # nil, and with which signal; the monitor logs the reason and hands the
     # worker and signal back to the master, which sends it.
     #
-    # `timeout` is the policy today. A memory limit is one more object with
-    # the same three methods (reading each worker's memory, retiring it with
-    # QUIT), added to the list that WorkerMonitor.for builds.
+    # `timeout` kills (KILL). `worker_memory_limit` (MemoryLimit) and
+    # `worker_max_requests` (RequestLimit) retire (QUIT): the master hands
+    # those workers to its Recycler, which replaces them before they go.
+    # A policy answers signal, interval, due?(now) (whether to look on
+    # this pass) and breach(worker, scoreboard).
     class WorkerMonitor
+      autoload :MemoryLimit, "narwhal/master/worker_monitor/memory_limit"
+      autoload :RequestLimit, "narwhal/master/worker_monitor/request_limit"
+
       # A worker on one request for longer than `timeout` seconds is killed
       # (and replaced by the master); idle workers never time out. The kill
       # takes the worker's other requests with it (its other threads'): the
@@ -28,6 +33,10 @@ module Narwhal
         # How often the master must look: twice per timeout.
         def interval
           @seconds / 2.0
+        end
+
+        def due?(_now)
+          true
         end
 
         def breach(worker, scoreboard)
@@ -51,7 +60,15 @@ module Narwhal
 
       # The policies a configuration asks for (built again on HUP).
       def self.for(config, scoreboard)
-        new(scoreboard, [Timeout.new(config[:timeout])], config.logger)
+        policies = [Timeout.new(config[:timeout])]
+        if config[:worker_memory_limit]
+          policies << MemoryLimit.new(config[:worker_memory_limit], pss: config[:worker_memory_pss],
+                                                                    interval: config[:worker_memory_check_interval])
+        end
+        if config[:worker_max_requests]
+          policies << RequestLimit.new(config[:worker_max_requests], config[:worker_max_requests_jitter])
+        end
+        new(scoreboard, policies, config.logger)
       end
 
       def initialize(scoreboard, policies, logger)
@@ -65,16 +82,23 @@ module Narwhal
         @policies.map(&:interval).min
       end
 
-      # Yields each worker that must go with the signal to send, once per
-      # worker: the first policy it breaches decides.
+      # Yields each worker that must go with the signal to send and the
+      # policy, once per worker: the first policy it breaches decides. A
+      # worker already retiring is not retired again (but still killed
+      # past its timeout).
       def check(workers)
+        policies = @policies.select { |policy| policy.due?(Clock.now) }
         workers.each do |worker|
-          @policies.each do |policy|
+          policies.each do |policy|
+            next if policy.signal == :QUIT && (worker.quitting || worker.recycling)
+
             reason = policy.breach(worker, @scoreboard)
             next unless reason
 
-            @logger.error("worker=#{worker.nr} pid=#{worker.pid} #{reason}")
-            yield worker, policy.signal
+            # a kill cuts requests; a recycle is routine
+            level = policy.signal == :KILL ? :error : :warn
+            @logger.public_send(level, "worker=#{worker.nr} pid=#{worker.pid} #{reason}")
+            yield worker, policy.signal, policy
             break
           end
         end

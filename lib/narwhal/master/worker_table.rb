@@ -36,21 +36,27 @@ module Narwhal
         @by_pid.empty?
       end
 
+      def logger
+        @config.logger
+      end
+
       # What the master's sleep watches besides its signals.
       def reports_reader
         @reports.reader
       end
 
-      # Forks a worker for each number below `count` that has none, as far
-      # as the respawn policy allows now.
+      # Forks a worker for each place below `count` that has none, as far
+      # as the respawn policy allows now. A place's own number is used
+      # unless a stand-in (Worker#place) has it; then a spare one.
       def spawn_missing(count)
         allowance = @respawn.allowance(Clock.now)
-        taken = map(&:nr)
-        (0...count).each do |nr|
-          next if taken.include?(nr)
+        taken = map(&:place)
+        (0...count).each do |place|
+          next if taken.include?(place)
           break if allowance&.zero?
 
-          spawn(Worker.new(nr))
+          next unless spawn_for(place, count)
+
           allowance &&= allowance - 1
         end
       end
@@ -59,7 +65,32 @@ module Narwhal
       # QUIT again on every pass: one forked an instant ago may not have its
       # handlers yet and would miss a single signal.
       def retire_beyond(count)
-        each { |worker| signal(worker, :QUIT) if worker.quitting || worker.nr >= count }
+        each { |worker| signal(worker, :QUIT) if worker.quitting || worker.place >= count }
+      end
+
+      # Forks a worker to take old's place while old serves on; returns it,
+      # or nil while forks are held back (workers failing to boot). Its
+      # number is its place's own when free (old may be a stand-in), else
+      # a spare one from `from` (worker_processes) up.
+      def spawn_stand_in(old, from:)
+        return nil if @respawn.allowance(Clock.now)&.zero?
+
+        spawn_for(old.place, from)
+      end
+
+      # The number a new worker for the place gets: the place's own while
+      # no live worker has it, else the lowest free one from `from` up;
+      # nil when every scoreboard slot is taken.
+      def number_for(place, from)
+        taken = map(&:nr)
+        return place unless taken.include?(place)
+
+        (from...Scoreboard::MAX_SLOTS).find { |nr| !taken.include?(nr) }
+      end
+
+      # Whether this very worker (not another with its number) is alive.
+      def alive?(worker)
+        @by_pid[worker.pid].equal?(worker)
       end
 
       # Reaps every exited child. A worker's slot is cleared and its hook
@@ -81,7 +112,9 @@ module Narwhal
       def read_reports
         @reports.drain.each do |pid, kind, message|
           case kind
-          when "ready" then @on_first_ready.call if @respawn.ready(pid)
+          when "ready"
+            @by_pid[pid]&.ready = true
+            @on_first_ready.call if @respawn.ready(pid)
           when "failed" then @respawn.boot_error(pid, message)
           end
         end
@@ -126,6 +159,12 @@ module Narwhal
 
       private
 
+      # A worker for the place (see number_for); nil when no number is free.
+      def spawn_for(place, from)
+        nr = number_for(place, from)
+        nr && spawn(Worker.new(nr).tap { |w| w.stand_in_for = place unless nr == place })
+      end
+
       def spawn(worker)
         @scoreboard.reset(worker.nr)
         @scoreboard.span = worker.nr + 1 # siblings look this far for idle threads
@@ -133,6 +172,7 @@ module Narwhal
         worker.pid = fork { @child.call(worker, @reports) }
         @by_pid[worker.pid] = worker
         @respawn.spawned(worker.pid)
+        worker
       end
 
       def exited(worker, status, stopping)
