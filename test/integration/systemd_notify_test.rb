@@ -97,7 +97,7 @@ class SystemdNotifyIntegrationTest < Minitest::Test
 
     # systemctl stop: STOPPING=1 from the (new) main process, at once
     Process.kill(:QUIT, successor)
-    assert_message({ "STOPPING" => "1", "STATUS" => "stopping (QUIT)" }, pid: successor)
+    assert_message({ "STOPPING" => "1", "STATUS" => "stopping (QUIT received)" }, pid: successor)
     wait_until(timeout: 30, message: "new master gone") { !File.exist?("/proc/#{successor}") || zombie?(successor) }
     senders = @notify.pings.map(&:first).uniq
     assert_empty senders - [master, successor], "WATCHDOG=1 from a process other than the masters"

@@ -3,15 +3,30 @@
 require "test_helper"
 
 class ProcessMemoryTest < Minitest::Test
-  def test_rss_and_pss_of_this_process_grow_with_what_it_touches
-    rss = Narwhal::ProcessMemory.rss(Process.pid)
-    pss = Narwhal::ProcessMemory.pss(Process.pid)
-    assert_operator rss, :>, 1024 * 1024
-    assert_operator pss, :>, 0
-    assert_operator pss, :<=, rss + (1024 * 1024)
-    ballast = "x" * (64 * 1024 * 1024)
-    assert_operator Narwhal::ProcessMemory.rss(Process.pid), :>, rss + (32 * 1024 * 1024)
-    ballast.clear
+  MIB = 1024 * 1024
+
+  # A child that holds `mib` MiB it has written to, and says when it has.
+  def with_child(mib)
+    r, w = IO.pipe
+    pid = Process.spawn(RbConfig.ruby, "-e", "s = 'x' * (#{mib} * 1024 * 1024); $stdout.puts(s.size); " \
+                                             "$stdout.flush; sleep", out: w)
+    w.close
+    assert r.gets, "the child did not start"
+    yield pid
+  ensure
+    Process.kill(:KILL, pid)
+    Process.wait(pid)
+    r.close
+  end
+
+  def test_rss_and_pss_grow_with_what_a_process_touches
+    small = with_child(1) { |pid| [Narwhal::ProcessMemory.rss(pid), Narwhal::ProcessMemory.pss(pid)] }
+    big = with_child(64) { |pid| [Narwhal::ProcessMemory.rss(pid), Narwhal::ProcessMemory.pss(pid)] }
+    assert_operator small[0], :>, MIB
+    assert_operator small[1], :>, 0
+    assert_operator small[1], :<=, small[0] + MIB
+    assert_operator big[0], :>, small[0] + (48 * MIB)
+    assert_operator big[1], :>, small[1] + (48 * MIB)
   end
 
   def test_a_gone_process_has_no_memory
