@@ -74,10 +74,10 @@ module Narwhal
       ListenBanner.how_to_stop(@logger)
       @pid_file = PidFile.new(@config[:pid]).tap(&:write) if @config[:pid]
       @scoreboard = Scoreboard.new(Scoreboard::MAX_SLOTS, threads: @config[:threads])
-      @monitor = WorkerMonitor.for(@config, @scoreboard)
+      @monitor = WorkerMonitor.for(@config, @scoreboard, self)
       @master_r, @master_w = IO.pipe # workers see EOF when the master is gone
       ready = method(:first_worker_ready)
-      @workers = WorkerTable.new(@config, @scoreboard, self, on_first_ready: ready) do |worker, reports|
+      @workers = WorkerTable.new(@config, @scoreboard, self, on_first_ready: ready, tally: @tally) do |worker, reports|
         worker_process(worker, reports).run
       end
       @signals = SignalQueue.new
@@ -244,7 +244,7 @@ module Narwhal
       @config = config
       @logger = @config.logger
       @reexec.logger = @logger
-      @monitor = WorkerMonitor.for(@config, @scoreboard)
+      @monitor = WorkerMonitor.for(@config, @scoreboard, self)
       @workers.config = @config
       @worker_processes = @config[:worker_processes]
       @app_builder.default_middleware = @config[:default_middleware]
