@@ -67,7 +67,8 @@ module Narwhal
       write_timeout: 30,
       response_buffer_size: 64 * KIB,
       response_spool_max: 256 * MIB,
-      default_listen: "127.0.0.1:8080"
+      default_listen: "127.0.0.1:8080",
+      control_listen: nil
     }.freeze
     CLIENT_TIMEOUT_PARTS = %i[client_header_timeout client_body_timeout].freeze
 

@@ -11,7 +11,10 @@ module Narwhal
   # It is also the `server` Unicorn's hooks receive: `pid`, `listen`,
   # `config`, `logger`, `worker_processes` keep Unicorn's names.
   class Master
+    autoload :Control, "narwhal/master/control"
+    autoload :Metrics, "narwhal/master/metrics"
     autoload :Reexec, "narwhal/master/reexec"
+    autoload :Status, "narwhal/master/status"
     autoload :Tally, "narwhal/master/tally"
     autoload :WorkerMonitor, "narwhal/master/worker_monitor"
     autoload :WorkerTable, "narwhal/master/worker_table"
@@ -62,6 +65,12 @@ module Narwhal
       @listener_set.to_a
     end
 
+    # While true /ready answers 503 (load balancers take the server out):
+    # once the master is stopping.
+    def draining?
+      !@stopping.nil?
+    end
+
     # --- running ---
 
     # Raises BootError, with nothing bound or forked, when a preloaded app
@@ -70,6 +79,7 @@ module Narwhal
       Dir.chdir(@config[:working_directory]) if @config[:working_directory]
       LogReopener.redirect_std(@config)
       @app = @app_builder.call if @config[:preload_app]
+      reexeced = ENV.key?(ListenerSet::FD_ENV) # read before open removes it
       @listener_set.open(@config[:listeners], default: @config[:default_listen])
       ListenBanner.how_to_stop(@logger)
       @pid_file = PidFile.new(@config[:pid]).tap(&:write) if @config[:pid]
@@ -80,6 +90,7 @@ module Narwhal
       @workers = WorkerTable.new(@config, @scoreboard, self, on_first_ready: ready, tally: @tally) do |worker, reports|
         worker_process(worker, reports).run
       end
+      @control = start_control(wait_if_busy: reexeced)
       @signals = SignalQueue.new
       @signals.queue(*QUEUED_SIGNALS)
       @signals.wake_on("CHLD")
@@ -141,6 +152,7 @@ module Narwhal
     def forget_in_worker
       @signals.reset_in_child(ignore: %w[QUIT USR1])
       @master_w.close
+      @control&.close_in_child
       @workers.forget_in_child
       @daemon&.close_in_child
       srand # workers must not share a random sequence
@@ -255,8 +267,18 @@ module Narwhal
       @logger.error("error reloading config_file=#{file}: #{e.message}; keeping the running configuration")
     end
 
+    # control_listen: its own thread reads the scoreboard (Control). After
+    # USR2 the old master still holds the address: the new one waits for it.
+    def start_control(wait_if_busy:)
+      return unless @config[:control_listen]
+
+      Control.new(@config[:control_listen], Status.new(self, @scoreboard, @workers), @logger)
+             .start(wait_if_busy: wait_if_busy)
+    end
+
     # Unix socket files stay while a re-exec'd master uses them.
     def shutdown
+      @control&.stop(unlink: !@reexec.running?)
       @listener_set.close(unlink: !@reexec.running?)
       @pid_file&.unlink
       @logger.info("master pid=#{Process.pid} exiting")

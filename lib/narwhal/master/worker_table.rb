@@ -38,6 +38,12 @@ module Narwhal
         @by_pid.empty?
       end
 
+      # The workers now, as an Array: one C call, so another thread (the
+      # control listener's) never sees the table change under it.
+      def snapshot
+        @by_pid.values
+      end
+
       # What the master's sleep watches besides its signals.
       def reports_reader
         @reports.reader
