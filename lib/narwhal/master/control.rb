@@ -38,8 +38,9 @@ module Narwhal
       RETRY_BUSY = 1.0 # seconds between attempts on an address still in use
 
       # address: control_listen's; status: a Status (#to_h).
-      def initialize(address, status, logger)
+      def initialize(address, status, logger, read_deadline: READ_DEADLINE)
         @address = address
+        @read_deadline = read_deadline
         @status = status
         @logger = logger
         @listener = nil
@@ -154,7 +155,7 @@ module Narwhal
         return if io == :wait_readable
 
         drop(@clients.each_value.min_by(&:deadline)) if @clients.size >= MAX_CLIENTS
-        @clients[io] = Client.new(io, +"", nil, Clock.now + READ_DEADLINE)
+        @clients[io] = Client.new(io, +"", nil, Clock.now + @read_deadline)
       end
 
       def read(client)
