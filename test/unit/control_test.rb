@@ -100,6 +100,40 @@ class ControlTest < Minitest::Test
     assert held.first.closed?(timeout: 5), "the oldest silent client made room"
   end
 
+  # A worker forked while the control thread had just accepted a
+  # connection (not noted yet) must not keep that client waiting.
+  def test_a_forked_child_lets_go_of_every_control_connection
+    control = Control.new("127.0.0.1:0", @status, Logger.new(@log))
+    control.send(:bind) # no thread: this test accepts in its place
+    port = Integer(control.address.split(":").last)
+    noted = TCPSocket.new("127.0.0.1", port)
+    stray = TCPSocket.new("127.0.0.1", port)
+    @sockets.push(noted, stray)
+    wait_until(message: "noted") { control.send(:accept) || control.instance_variable_get(:@clients).any? }
+    caught = wait_until(message: "caught") do
+      io = control.instance_variable_get(:@listener).io.accept_nonblock(exception: false)
+      io unless io == :wait_readable
+    end
+    ready_r, ready_w = IO.pipe
+    pid = fork do
+      control.close_in_child
+      ready_w.write(".")
+      sleep 10
+      exit!(0)
+    end
+    ready_w.close
+    assert_equal ".", ready_r.read(1)
+    caught.close
+    control.stop
+    assert Narwhal::RawClient.new(noted).closed?(timeout: 2), "the noted connection is closed in the child"
+    assert Narwhal::RawClient.new(stray).closed?(timeout: 2), "so is the one the child caught mid-accept"
+  ensure
+    if pid
+      Process.kill(:KILL, pid)
+      Process.wait(pid)
+    end
+  end
+
   def test_a_busy_address_is_an_error_unless_asked_to_wait
     error = assert_raises(Narwhal::ListenError) do
       Control.new(@control.address, @status, Logger.new(@log)).start

@@ -81,10 +81,18 @@ module Narwhal
 
       # In a forked worker: the thread is gone, the descriptors go too (a
       # worker holding a control connection would keep its client waiting).
+      # The fork may have caught the thread between an accept and noting
+      # the connection: any other socket on the control address is pointed
+      # at /dev/null (not closed: its IO object, stranded with the thread,
+      # still owns the descriptor number).
       def close_in_child
+        return unless @listener
+
+        local = @listener.io.local_address.inspect_sockaddr
         @clients.each_key { |io| io.close unless io.closed? }
         @clients.clear
-        @listener&.io&.close unless @listener.nil? || @listener.io.closed?
+        @listener.io.close unless @listener.io.closed?
+        stray_sockets(local).each { |io| io.reopen(File::NULL) }
       end
 
       # One request's answer: [status, headers, body]. HEAD gets no body
@@ -98,6 +106,18 @@ module Narwhal
       end
 
       private
+
+      def stray_sockets(local)
+        Dir.children("/proc/self/fd").filter_map do |fd|
+          next unless File.readlink("/proc/self/fd/#{fd}").start_with?("socket:")
+
+          io = Socket.for_fd(Integer(fd))
+          io.autoclose = false
+          io if io.local_address.inspect_sockaddr == local
+        rescue SystemCallError, IOError, SocketError, ArgumentError
+          nil
+        end
+      end
 
       def route(path)
         return plain(200, "ok\n") if path == "/health"
