@@ -29,7 +29,7 @@ struct nw_sb_worker;
 struct nw_sb_thread;
 struct nw_sb_worker *nw_scoreboard_worker(VALUE board, VALUE nr);
 struct nw_sb_thread *nw_scoreboard_thread(VALUE board, VALUE nr, VALUE i);
-VALUE nw_thread_slot_new(VALUE board, struct nw_sb_thread *slot);
+VALUE nw_thread_slot_new(VALUE board, struct nw_sb_thread *slot, struct nw_sb_worker *worker);
 VALUE nw_worker_slot_new(VALUE board, VALUE nr);
 void nw_init_scoreboard_slots(VALUE cScoreboard);
 

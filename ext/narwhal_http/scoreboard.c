@@ -3,8 +3,8 @@
  * scoreboard.h. The master maps it before forking and reads it (a worker
  * stuck past `timeout`, requests served, counters); workers write to it
  * through the ThreadSlot and WorkerSlot objects of scoreboard_slots.c.
- * A request costs two plain memory writes: no signals, no pipes, no system
- * calls on the request path. lib/narwhal/scoreboard.rb adds the Ruby side.
+ * A request costs a few memory writes and atomic adds and two reads of the
+ * vDSO clock: no signals, no pipes, no system calls on the request path. lib/narwhal/scoreboard.rb adds the Ruby side.
  */
 #include "narwhal_http.h"
 #include "scoreboard.h"
@@ -144,6 +144,8 @@ static VALUE board_header(VALUE self)
   NW_SB_FIELD(threads_offset, UINT2NUM);
   NW_SB_FIELD(thread_bytes, UINT2NUM);
   NW_SB_FIELD(worker_span, UINT2NUM);
+  NW_SB_FIELD(histograms, UINT2NUM);
+  NW_SB_FIELD(buckets, UINT2NUM);
   NW_SB_FIELD(total_bytes, ULL2NUM);
 #undef NW_SB_FIELD
   return hash;
@@ -159,11 +161,51 @@ static VALUE board_busy_for(VALUE self, VALUE vnr)
   uint32_t i;
 
   for (i = 0; i < b->layout.threads; i++) {
-    int64_t started = nw_sb_started_ms(nw_sb_thread_at(w, &b->layout, i));
+    int64_t started = nw_sb_started_us(nw_sb_thread_at(w, &b->layout, i));
     if (started && (!oldest || started < oldest)) oldest = started;
   }
   if (!oldest) return Qnil;
-  return DBL2NUM((double)(nw_sb_now_ms() - oldest) / 1000.0);
+  return DBL2NUM((double)(nw_sb_now_us() - oldest) / 1e6);
+}
+
+/* #current_request(nr, i) -> [seconds, method, path, path_length] for the
+ * request thread i of worker nr is on, nil while it is idle. method and
+ * path are binary Strings of at most METHOD_BYTES and PATH_BYTES; the
+ * path's length as given is larger when it was truncated. */
+static VALUE board_current_request(VALUE self, VALUE vnr, VALUE vi)
+{
+  struct nw_sb_thread *t = thread_of(get_board(self), vnr, vi);
+  char method[NW_SB_METHOD_BYTES], path[NW_SB_PATH_BYTES];
+  uint32_t method_len = 0, path_len = 0;
+  int64_t started = nw_sb_current_request(t, method, &method_len, path, &path_len);
+
+  if (!started) return Qnil;
+  return rb_ary_new_from_args(4, DBL2NUM((double)(nw_sb_now_us() - started) / 1e6),
+                              rb_str_new(method, method_len < NW_SB_METHOD_BYTES ? method_len : NW_SB_METHOD_BYTES),
+                              rb_str_new(path, path_len < NW_SB_PATH_BYTES ? path_len : NW_SB_PATH_BYTES),
+                              UINT2NUM(path_len));
+}
+
+/* #histogram(nr, kind) -> [[count per bucket, not cumulative; the last is
+ * above every bound], sum in seconds] for REQUEST_DURATION or QUEUE_TIME */
+static VALUE board_histogram(VALUE self, VALUE vnr, VALUE vkind)
+{
+  struct nw_sb_worker *w = worker_of(get_board(self), vnr);
+  long kind = NUM2LONG(vkind);
+  const struct nw_sb_histogram *h;
+  VALUE counts = rb_ary_new_capa(NW_SB_BUCKETS + 1);
+  int i;
+
+  if (kind < 0 || kind >= NW_SB_HISTOGRAMS) rb_raise(rb_eIndexError, "no scoreboard histogram %ld", kind);
+  h = &w->histograms[kind];
+  for (i = 0; i <= NW_SB_BUCKETS; i++) rb_ary_push(counts, LL2NUM(__atomic_load_n(&h->counts[i], __ATOMIC_RELAXED)));
+  return rb_assoc_new(counts, DBL2NUM((double)__atomic_load_n(&h->sum_us, __ATOMIC_RELAXED) / 1e6));
+}
+
+/* #serving?(nr): the worker in slot nr finished booting and serves */
+static VALUE board_serving(VALUE self, VALUE vnr)
+{
+  return __atomic_load_n(&worker_of(get_board(self), vnr)->serving, __ATOMIC_ACQUIRE) ? Qtrue : Qfalse;
 }
 
 /* #requests(nr) -> Integer: requests finished by all the worker's threads */
@@ -193,10 +235,12 @@ static VALUE board_reset(int argc, VALUE *argv, VALUE self)
   pid = NIL_P(vpid) ? 0 : NUM2LL(vpid);
   for (i = 0; i < b->layout.threads; i++) {
     struct nw_sb_thread *t = nw_sb_thread_at(w, &b->layout, i);
-    __atomic_store_n(&t->started_ms, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&t->started_us, 0, __ATOMIC_RELEASE);
     __atomic_store_n(&t->requests, 0, __ATOMIC_RELEASE);
   }
   for (i = 0; i < NW_SB_COUNTERS; i++) __atomic_store_n(&w->counters[i], 0, __ATOMIC_RELEASE);
+  memset(w->histograms, 0, sizeof(w->histograms));
+  __atomic_store_n(&w->serving, 0, __ATOMIC_RELEASE);
   __atomic_store_n(&w->accepting, 0, __ATOMIC_RELEASE);
   __atomic_store_n(&w->queued, 0, __ATOMIC_RELEASE);
   __atomic_store_n(&w->pid, pid, __ATOMIC_RELEASE);
@@ -234,7 +278,8 @@ static VALUE board_thread_slot(int argc, VALUE *argv, VALUE self)
 {
   VALUE vnr, vi;
   rb_scan_args(argc, argv, "11", &vnr, &vi);
-  return nw_thread_slot_new(self, thread_of(get_board(self), vnr, NIL_P(vi) ? INT2FIX(0) : vi));
+  struct nw_scoreboard *b = get_board(self);
+  return nw_thread_slot_new(self, thread_of(b, vnr, NIL_P(vi) ? INT2FIX(0) : vi), worker_of(b, vnr));
 }
 
 /* #worker_slot(nr) -> WorkerSlot */
@@ -257,6 +302,18 @@ static void define_counters(VALUE c)
   rb_define_const(c, "COUNTERS", rb_ary_freeze(names));
 }
 
+/* Scoreboard::REQUEST_DURATION, QUEUE_TIME and HISTOGRAM_BOUNDS (seconds) */
+static void define_histograms(VALUE c)
+{
+  VALUE bounds = rb_ary_new_capa(NW_SB_BUCKETS);
+  int i;
+
+  rb_define_const(c, "REQUEST_DURATION", INT2FIX(NW_SB_REQUEST_DURATION));
+  rb_define_const(c, "QUEUE_TIME", INT2FIX(NW_SB_QUEUE_TIME));
+  for (i = 0; i < NW_SB_BUCKETS; i++) rb_ary_push(bounds, DBL2NUM((double)nw_sb_bucket_us(i) / 1e6));
+  rb_define_const(c, "HISTOGRAM_BOUNDS", rb_ary_freeze(bounds));
+}
+
 void nw_init_scoreboard(void)
 {
   VALUE c = rb_define_class_under(nw_mNarwhal, "Scoreboard", rb_cObject);
@@ -264,7 +321,10 @@ void nw_init_scoreboard(void)
   rb_define_const(c, "MAX_THREADS", INT2NUM(NW_SB_MAX_THREADS));
   rb_define_const(c, "MAGIC", UINT2NUM(NW_SB_MAGIC));
   rb_define_const(c, "LAYOUT_VERSION", UINT2NUM(NW_SB_VERSION));
+  rb_define_const(c, "METHOD_BYTES", INT2NUM(NW_SB_METHOD_BYTES));
+  rb_define_const(c, "PATH_BYTES", INT2NUM(NW_SB_PATH_BYTES));
   define_counters(c);
+  define_histograms(c);
   rb_define_alloc_func(c, board_alloc);
   rb_define_private_method(c, "map_shared", board_map_shared, 2);
   rb_define_method(c, "size", board_size, 0);
@@ -272,6 +332,9 @@ void nw_init_scoreboard(void)
   rb_define_method(c, "header", board_header, 0);
   rb_define_method(c, "busy_for", board_busy_for, 1);
   rb_define_method(c, "requests", board_requests, 1);
+  rb_define_method(c, "current_request", board_current_request, 2);
+  rb_define_method(c, "histogram", board_histogram, 2);
+  rb_define_method(c, "serving?", board_serving, 1);
   rb_define_method(c, "reset", board_reset, -1);
   rb_define_method(c, "span=", board_set_span, 1);
   rb_define_method(c, "most_free_threads", board_most_free_threads, 1);

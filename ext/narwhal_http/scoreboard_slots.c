@@ -11,6 +11,7 @@
 
 struct nw_thread_slot {
   struct nw_sb_thread *slot;
+  struct nw_sb_worker *worker; /* the slot's worker: its histograms */
   VALUE board;
 };
 
@@ -70,11 +71,12 @@ static const rb_data_type_t worker_slot_type = {
   NULL, NULL, RUBY_TYPED_FREE_IMMEDIATELY
 };
 
-VALUE nw_thread_slot_new(VALUE board, struct nw_sb_thread *slot)
+VALUE nw_thread_slot_new(VALUE board, struct nw_sb_thread *slot, struct nw_sb_worker *worker)
 {
   struct nw_thread_slot *s;
   VALUE obj = TypedData_Make_Struct(cThreadSlot, struct nw_thread_slot, &thread_slot_type, s);
   s->slot = slot;
+  s->worker = worker;
   s->board = board;
   return obj;
 }
@@ -91,9 +93,14 @@ VALUE nw_worker_slot_new(VALUE board, VALUE nr)
 
 /* Only this file makes these objects (their classes have no allocator), so
  * self is always one: no type check on the request path. */
+static struct nw_thread_slot *thread_slot_of(VALUE self)
+{
+  return RTYPEDDATA_DATA(self);
+}
+
 static struct nw_sb_thread *thread_slot(VALUE self)
 {
-  return ((struct nw_thread_slot *)RTYPEDDATA_DATA(self))->slot;
+  return thread_slot_of(self)->slot;
 }
 
 static struct nw_worker_slot *worker_slot(VALUE self)
@@ -101,26 +108,56 @@ static struct nw_worker_slot *worker_slot(VALUE self)
   return RTYPEDDATA_DATA(self);
 }
 
-/* ThreadSlot#request_started: this thread began a request now */
-static VALUE thread_slot_started(VALUE self)
+/* ThreadSlot#request_started(method = nil, path = nil): this thread began
+ * a request now. method and path (Strings, e.g. the env's REQUEST_METHOD
+ * and PATH_INFO; anything else counts as none) are copied, truncated, so
+ * that the master can name the request: nothing is allocated. */
+static VALUE thread_slot_started(int argc, VALUE *argv, VALUE self)
 {
-  nw_sb_request_started(thread_slot(self));
+  VALUE method = argc > 0 ? argv[0] : Qnil, path = argc > 1 ? argv[1] : Qnil;
+  if (argc > 2) rb_error_arity(argc, 0, 2);
+  if (!RB_TYPE_P(method, T_STRING)) method = Qnil;
+  if (!RB_TYPE_P(path, T_STRING)) path = Qnil;
+  nw_sb_request_started(thread_slot(self), NIL_P(method) ? NULL : RSTRING_PTR(method),
+                        NIL_P(method) ? 0 : (size_t)RSTRING_LEN(method), NIL_P(path) ? NULL : RSTRING_PTR(path),
+                        NIL_P(path) ? 0 : (size_t)RSTRING_LEN(path));
   return Qnil;
 }
 
-/* ThreadSlot#request_finished: this thread is idle again, one request more */
+/* ThreadSlot#request_finished: this thread is idle again, one request
+ * more, its duration in the worker's REQUEST_DURATION histogram */
 static VALUE thread_slot_finished(VALUE self)
 {
-  nw_sb_request_finished(thread_slot(self));
+  struct nw_thread_slot *s = thread_slot_of(self);
+  nw_sb_request_finished(s->slot, s->worker);
   return Qnil;
+}
+
+/*
+ * ThreadSlot#queue_time(seconds) -> true, or false when ignored: the
+ * current request waited this long before the app started (e.g. since the
+ * proxy's X-Request-Start); goes into the worker's QUEUE_TIME histogram.
+ * A Float (or Integer) >= 0; anything else, NaN or infinity is ignored.
+ * Allocates nothing (a Float argument is an immediate).
+ */
+static VALUE thread_slot_queue_time(VALUE self, VALUE seconds)
+{
+  double s;
+  if (RB_FLOAT_TYPE_P(seconds)) s = RFLOAT_VALUE(seconds);
+  else if (FIXNUM_P(seconds)) s = (double)FIX2LONG(seconds);
+  else return Qfalse;
+  /* !(s >= 0) is also true for NaN; the bound keeps the cast defined */
+  if (!(s >= 0) || s > 1e9) return Qfalse;
+  nw_sb_observe(&thread_slot_of(self)->worker->histograms[NW_SB_QUEUE_TIME], (int64_t)(s * 1e6 + 0.5));
+  return Qtrue;
 }
 
 /* ThreadSlot#busy_for -> Float seconds on the current request, or nil when idle */
 static VALUE thread_slot_busy_for(VALUE self)
 {
-  int64_t started = nw_sb_started_ms(thread_slot(self));
+  int64_t started = nw_sb_started_us(thread_slot(self));
   if (!started) return Qnil;
-  return DBL2NUM((double)(nw_sb_now_ms() - started) / 1000.0);
+  return DBL2NUM((double)(nw_sb_now_us() - started) / 1e6);
 }
 
 /* ThreadSlot#requests -> Integer: requests this thread finished */
@@ -182,6 +219,14 @@ static VALUE worker_slot_set_queued(VALUE self, VALUE count)
   return count;
 }
 
+/* WorkerSlot#serving = true: the worker finished booting (the master
+ * tells a booting worker from one that serves by it) */
+static VALUE worker_slot_set_serving(VALUE self, VALUE flag)
+{
+  __atomic_store_n(&worker_slot(self)->slot->serving, RTEST(flag) ? 1 : 0, __ATOMIC_RELEASE);
+  return flag;
+}
+
 static VALUE worker_slot_accepting(VALUE self)
 {
   return __atomic_load_n(&worker_slot(self)->slot->accepting, __ATOMIC_ACQUIRE) ? Qtrue : Qfalse;
@@ -196,15 +241,16 @@ static VALUE worker_slot_nr(VALUE self)
 static VALUE worker_slot_thread(VALUE self, VALUE vi)
 {
   struct nw_worker_slot *s = worker_slot(self);
-  return nw_thread_slot_new(s->board, nw_scoreboard_thread(s->board, s->nr, vi));
+  return nw_thread_slot_new(s->board, nw_scoreboard_thread(s->board, s->nr, vi), s->slot);
 }
 
 void nw_init_scoreboard_slots(VALUE cScoreboard)
 {
   cThreadSlot = rb_define_class_under(cScoreboard, "ThreadSlot", rb_cObject);
   rb_undef_alloc_func(cThreadSlot);
-  rb_define_method(cThreadSlot, "request_started", thread_slot_started, 0);
+  rb_define_method(cThreadSlot, "request_started", thread_slot_started, -1);
   rb_define_method(cThreadSlot, "request_finished", thread_slot_finished, 0);
+  rb_define_method(cThreadSlot, "queue_time", thread_slot_queue_time, 1);
   rb_define_method(cThreadSlot, "busy_for", thread_slot_busy_for, 0);
   rb_define_method(cThreadSlot, "requests", thread_slot_requests, 0);
 
@@ -217,5 +263,6 @@ void nw_init_scoreboard_slots(VALUE cScoreboard)
   rb_define_method(cWorkerSlot, "accepting=", worker_slot_set_accepting, 1);
   rb_define_method(cWorkerSlot, "accepting?", worker_slot_accepting, 0);
   rb_define_method(cWorkerSlot, "queued=", worker_slot_set_queued, 1);
+  rb_define_method(cWorkerSlot, "serving=", worker_slot_set_serving, 1);
   rb_define_method(cWorkerSlot, "thread", worker_slot_thread, 1);
 }

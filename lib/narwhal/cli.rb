@@ -3,9 +3,12 @@
 require "optparse"
 
 module Narwhal
-  # `narwhal [options] [config.ru]`: Unicorn's command line.
+  # `narwhal [options] [config.ru]`: Unicorn's command line. `narwhal
+  # status ...` is StatusCommand's.
   class CLI
     def self.start(argv)
+      return StatusCommand.start(argv.drop(1)) if argv.first == "status"
+
       new(argv).run
     end
 

@@ -22,10 +22,11 @@ module Narwhal
       message = "reaped #{status.inspect} worker=#{worker.nr}"
       status.success? ? server.logger.info(message) : server.logger.error(message)
     end
-    HOOKS = { before_fork: 2, after_fork: 2, after_worker_ready: 2, after_worker_exit: 3, before_exec: 1 }.freeze
+    HOOKS = { before_fork: 2, after_fork: 2, after_worker_ready: 2, after_worker_exit: 3, before_exec: 1,
+              after_worker_timeout: 3 }.freeze
     HOOK_ARGS = { before_fork: "|server, worker|", after_fork: "|server, worker|",
                   after_worker_ready: "|server, worker|", after_worker_exit: "|server, worker, status|",
-                  before_exec: "|server|" }.freeze
+                  before_exec: "|server|", after_worker_timeout: "|server, worker, info|" }.freeze
 
     DEFAULTS = {
       listeners: [],
@@ -51,6 +52,7 @@ module Narwhal
       after_worker_ready: NOOP_HOOK,
       after_worker_exit: LOG_EXIT_HOOK,
       before_exec: NOOP_HOOK,
+      after_worker_timeout: NOOP_HOOK,
       pid: nil,
       stderr_path: nil,
       stdout_path: nil,
@@ -75,7 +77,8 @@ module Narwhal
       write_timeout: 30,
       response_buffer_size: 64 * KIB,
       response_spool_max: 256 * MIB,
-      default_listen: "127.0.0.1:8080"
+      default_listen: "127.0.0.1:8080",
+      control_listen: nil
     }.freeze
     CLIENT_TIMEOUT_PARTS = %i[client_header_timeout client_body_timeout].freeze
 

@@ -11,9 +11,12 @@ module Narwhal
   # It is also the `server` Unicorn's hooks receive: `pid`, `listen`,
   # `config`, `logger`, `worker_processes` keep Unicorn's names.
   class Master
+    autoload :Control, "narwhal/master/control"
+    autoload :Metrics, "narwhal/master/metrics"
     autoload :Recycler, "narwhal/master/recycler"
     autoload :Reexec, "narwhal/master/reexec"
     autoload :Shutdown, "narwhal/master/shutdown"
+    autoload :Status, "narwhal/master/status"
     autoload :Tally, "narwhal/master/tally"
     autoload :WorkerMonitor, "narwhal/master/worker_monitor"
     autoload :WorkerTable, "narwhal/master/worker_table"
@@ -48,7 +51,8 @@ module Narwhal
       @tally = Tally.new
     end
 
-    # From a TERM with term_graceful (or any stop) on: /ready says 503.
+    # While true /ready answers 503 (load balancers take the server out):
+    # from a TERM with term_graceful, or any stop, on.
     def draining?
       @shutdown.draining?
     end
@@ -78,18 +82,20 @@ module Narwhal
       Dir.chdir(@config[:working_directory]) if @config[:working_directory]
       LogReopener.redirect_std(@config)
       @app = @app_builder.call if @config[:preload_app]
+      reexeced = ENV.key?(ListenerSet::FD_ENV) # read before open removes it
       @listener_set.open(@config[:listeners], default: @config[:default_listen])
       ListenBanner.how_to_stop(@logger)
       @pid_file = PidFile.new(@config[:pid]).tap(&:write) if @config[:pid]
       @scoreboard = Scoreboard.new(Scoreboard::MAX_SLOTS, threads: @config[:threads])
-      @monitor = WorkerMonitor.for(@config, @scoreboard)
+      @monitor = WorkerMonitor.for(@config, @scoreboard, self)
       @master_r, @master_w = IO.pipe # workers see EOF when the master is gone
       @notify = SystemdNotify.new(@logger)
       ready = method(:first_worker_ready)
-      @workers = WorkerTable.new(@config, @scoreboard, self, on_first_ready: ready) do |worker, reports|
+      @workers = WorkerTable.new(@config, @scoreboard, self, on_first_ready: ready, tally: @tally) do |worker, reports|
         worker_process(worker, reports).run
       end
       @recycler = Recycler.new(@workers, @tally)
+      @control = start_control(wait_if_busy: reexeced)
       @signals = SignalQueue.new
       @signals.queue(*QUEUED_SIGNALS)
       @signals.wake_on("CHLD")
@@ -159,6 +165,7 @@ module Narwhal
     def forget_in_worker
       @signals.reset_in_child(ignore: %w[QUIT USR1])
       @master_w.close
+      @control&.close_in_child
       @workers.forget_in_child
       @daemon&.close_in_child
       @notify.forget_in_child
@@ -271,7 +278,7 @@ module Narwhal
       @config = config
       @logger = @config.logger
       @reexec.logger = @logger
-      @monitor = WorkerMonitor.for(@config, @scoreboard)
+      @monitor = WorkerMonitor.for(@config, @scoreboard, self)
       @workers.config = @config
       @worker_processes = @config[:worker_processes]
       @app_builder.default_middleware = @config[:default_middleware]
@@ -283,8 +290,18 @@ module Narwhal
       @logger.error("error reloading config_file=#{file}: #{e.message}; keeping the running configuration")
     end
 
+    # control_listen: its own thread reads the scoreboard (Control). After
+    # USR2 the old master still holds the address: the new one waits for it.
+    def start_control(wait_if_busy:)
+      return unless @config[:control_listen]
+
+      Control.new(@config[:control_listen], Status.new(self, @scoreboard, @workers), @logger)
+             .start(wait_if_busy: wait_if_busy)
+    end
+
     # Unix socket files stay while a re-exec'd master uses them.
     def shutdown
+      @control&.stop(unlink: !@reexec.running?)
       @listener_set.close(unlink: !@reexec.running?)
       @pid_file&.unlink
       @logger.info("master pid=#{Process.pid} exiting")

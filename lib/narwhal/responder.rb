@@ -53,7 +53,8 @@ module Narwhal
     # was before soft_timeout existed.
     def run(request)
       env = request.env
-      @slot.request_started
+      # the master names the request from these (timeout log line, status)
+      @slot.request_started(env[REQUEST_METHOD], env[PATH_INFO])
       begin
         outcome = call_app(request, env)
         run_callbacks(request, env)

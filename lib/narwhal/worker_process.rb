@@ -67,6 +67,7 @@ module Narwhal
       @logger.info("worker=#{@worker.nr} ready pid=#{Process.pid}")
       @config[:after_worker_ready].call(@hook_server, @worker)
       @ready = true
+      @scoreboard.worker_slot(@worker.nr).serving = true # the master's metrics: no longer booting
       @reports.ready
     end
 

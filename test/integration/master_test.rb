@@ -59,12 +59,21 @@ class MasterTest < Minitest::Test
   end
 
   def test_a_worker_past_timeout_is_killed_its_client_cut_and_a_new_worker_serves
-    server = start("timeout 1\n")
+    hook = <<~'RB'
+      after_worker_timeout do |server, worker, info|
+        server.logger.info("hook: worker=#{worker.nr} pid=#{worker.pid} #{info.request_method} #{info.path} " \
+                           "elapsed>1=#{info.elapsed > 1} timeout=#{info.timeout} others=#{info.other_requests}")
+      end
+    RB
+    server = start("timeout 1\n#{hook}")
     old = wait_for_workers(server, 1).first
     c = server.connect
-    c.write("GET /hang HTTP/1.1\r\nHost: x\r\n\r\n")
+    c.write("GET /hang?q=1 HTTP/1.1\r\nHost: x\r\n\r\n")
     assert c.closed?(timeout: 10), "the hung request's connection is closed"
-    assert_match(/worker=0 pid=#{old} timeout \(\d+\.\d+s > 1s\), killing/, server.log)
+    assert_match(%r{worker=0 pid=#{old} timeout \(\d+\.\d+s > 1s\) on GET /hang, killing; no other request in flight},
+                 server.log)
+    wait_until(message: "the hook's line") { server.log.include?("hook: ") }
+    assert_includes server.log, "hook: worker=0 pid=#{old} GET /hang elapsed>1=true timeout=1 others=0"
     assert_equal "ok", get(server).body
     refute_equal old, wait_for_workers(server, 1).first
   end

@@ -129,7 +129,7 @@ class NginxTest < Minitest::Test
     assert_equal 502, get("/hang")
     assert_equal ERROR_PAGE, @last_body, "the example's error_page"
     assert_match(%r{"GET /hang HTTP/1.0" 502}, File.read(File.join(@dir, "nginx/logs/access.log")))
-    assert_match(/timeout \(\d+\.\d+s > 2s\), killing/, @server.log)
+    assert_match(%r{timeout \(\d+\.\d+s > 2s\) on GET /hang, killing}, @server.log)
     assert_equal 200, get
   end
 end

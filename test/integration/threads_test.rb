@@ -347,7 +347,7 @@ class ThreadsTest < Minitest::Test
     stuck = Array.new(2) { client }
     stuck.each { |c| c.write("GET /sleep?ms=20000 HTTP/1.1\r\nHost: t\r\n\r\n") }
     wait_until(timeout: 10, message: "the kill") { @server.log.include?("killing") }
-    assert_match(/worker=0 pid=\d+ timeout \(\d+\.\d+s > 1s\), killing; 1 other request in flight dies with it/,
+    assert_match(/worker=0 pid=\d+ timeout \(\d+\.\d+s > 1s\) on GET \/sleep, killing; 1 other request in flight dies with it/,
                  @server.log)
     stuck.each { |c| assert c.closed?(timeout: 5) }
     assert_equal 200, get(client, "/pid").status, "a new worker serves"

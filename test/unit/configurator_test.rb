@@ -131,6 +131,22 @@ class ConfiguratorTest < Minitest::Test
     end
   end
 
+  def test_control_listen_and_after_worker_timeout
+    assert_nil Narwhal::Configurator.new[:control_listen], "off by default"
+    c = Narwhal::Configurator.new(file: write_config(<<~RUBY))
+      control_listen "127.0.0.1:9394"
+      after_worker_timeout { |server, worker, info| }
+    RUBY
+    assert_equal "127.0.0.1:9394", c[:control_listen]
+    assert_respond_to c[:after_worker_timeout], :call
+    assert_equal "/run/n.sock", Narwhal::Configurator.new(file: write_config("control_listen '/run/n.sock'\n"))[:control_listen]
+    assert_equal "1: control_listen: invalid listen address \"nope:port\" (use #{Narwhal::Listener::FORMS})",
+                 config_error("control_listen 'nope:port'\n")
+    assert_equal "1: control_listen expects an address String (or nil: none), got true", config_error("control_listen true\n")
+    assert_equal "1: after_worker_timeout has invalid arity 2 (needs 3: |server, worker, info|)",
+                 config_error("after_worker_timeout { |server, worker| }\n")
+  end
+
   def test_puma_style_before_fork_says_what_narwhal_runs
     assert_equal "1: before_fork has invalid arity 0 (needs 2: |server, worker|): it runs before each worker " \
                  "is forked", config_error("before_fork do\nend\n")

@@ -27,13 +27,17 @@ class ResponderTest < Minitest::Test
   end
 
   class FakeSlot
-    attr_reader :marks
+    attr_reader :marks, :names
 
     def initialize
       @marks = []
+      @names = []
     end
 
-    def request_started = @marks << :started
+    def request_started(*names)
+      @names << names
+      @marks << :started
+    end
     def request_finished = @marks << :finished
   end
 
@@ -64,6 +68,7 @@ class ResponderTest < Minitest::Test
     assert_equal :keep, outcome
     assert_match(%r{\AHTTP/1.1 200 OK\r\n.*content-length: 2\r\n\r\nhi\z}m, req.out.bytes)
     assert_equal %i[started finished], @slot.marks
+    assert_equal [%w[GET /x]], @slot.names, "the slot names the request for the master"
   end
 
   def test_without_keepalive_the_response_closes

@@ -25,6 +25,132 @@ class ScoreboardTest < Minitest::Test
     assert_equal 1, board.threads
   end
 
+  def test_the_master_reads_which_request_a_forked_worker_is_on
+    board = Scoreboard.new(2, threads: 2)
+    long = "/#{'a' * 300}"
+    pid = fork do
+      board.thread_slot(1, 0).request_started("GET", "/reports/42")
+      board.thread_slot(1, 1).request_started("PROPPATCH-TOO-LONG-A-METHOD", long)
+      exit!(0)
+    end
+    Process.wait(pid)
+    first, second = board.snapshot(1).requests_in_flight.sort_by(&:thread)
+    assert_equal ["GET", "/reports/42", "GET /reports/42"], [first.request_method, first.path, first.to_s]
+    assert_operator first.seconds, :>=, 0.0
+    assert_equal "PROPPATCH-TOO-LO", second.request_method, "cut at METHOD_BYTES"
+    assert_equal "#{long[0, Scoreboard::PATH_BYTES]}...", second.path, "cut at PATH_BYTES, marked"
+    assert_equal 2, board.snapshot(1).busy_threads
+
+    board.thread_slot(1, 0).request_finished
+    board.thread_slot(1, 0).request_started # no method or path given: empty, still busy
+    assert_equal ["", ""], board.current_request(1, 0).values_at(1, 2)
+    board.thread_slot(1, 0).request_finished
+    assert_nil board.current_request(1, 0)
+    assert_nil board.current_request(0, 0), "an idle slot has no request"
+  end
+
+  def test_request_paths_that_are_not_utf8_are_readable
+    board = Scoreboard.new(1)
+    board.thread_slot(0).request_started("GET", "/caf\xC3".b)
+    assert_equal "/caf\uFFFD", board.snapshot(0).requests_in_flight.first.path
+  end
+
+  def test_request_durations_fill_the_histogram_of_their_worker
+    board = Scoreboard.new(2, threads: 2)
+    assert_equal [[0] * (Scoreboard::HISTOGRAM_BOUNDS.size + 1), 0.0], board.histogram(1, Scoreboard::REQUEST_DURATION)
+    pid = fork do
+      slot = board.thread_slot(1, 1)
+      3.times { slot.tap { |s| s.request_started("GET", "/") }.request_finished }
+      slot.request_started("GET", "/slow")
+      sleep 0.03 # the one measured duration that must be long
+      slot.request_finished
+      exit!(0)
+    end
+    Process.wait(pid)
+    buckets = cumulative(board, 1, Scoreboard::REQUEST_DURATION)
+    assert_equal 4, buckets[Float::INFINITY]
+    assert_equal 3, buckets[0.005], "fast requests land in the 5 ms bucket: microsecond precision"
+    assert_equal 3, buckets[0.025], "the 30 ms request is above 25 ms"
+    assert_equal 4, buckets[10.0]
+    _, sum = board.histogram(1, Scoreboard::REQUEST_DURATION)
+    assert_operator sum, :>=, 0.03
+    assert_operator sum, :<, 5.0
+    assert_equal 0, cumulative(board, 0, Scoreboard::REQUEST_DURATION)[Float::INFINITY], "worker 0 untouched"
+    assert_equal 0, cumulative(board, 1, Scoreboard::QUEUE_TIME)[Float::INFINITY], "durations are not queue times"
+    board.reset(1)
+    assert_equal 0, cumulative(board, 1, Scoreboard::REQUEST_DURATION)[Float::INFINITY], "reset clears it"
+  end
+
+  def test_queue_time_observes_seconds_into_the_worker_histogram
+    board = Scoreboard.new(2, threads: 2)
+    slot = board.thread_slot(1, 1)
+    assert slot.queue_time(0.0)
+    assert slot.queue_time(0.005), "on the bound: in that bucket (le)"
+    assert slot.queue_time(0.0051)
+    assert slot.queue_time(0.3)
+    assert slot.queue_time(2)
+    assert slot.queue_time(60.0)
+    [-0.001, Float::NAN, Float::INFINITY, nil, "0.2", 1e12].each do |bad|
+      refute slot.queue_time(bad), "#{bad.inspect} is ignored"
+    end
+    buckets = cumulative(board, 1, Scoreboard::QUEUE_TIME)
+    assert_equal({ 0.005 => 2, 0.01 => 3, 0.025 => 3, 0.05 => 3, 0.1 => 3, 0.25 => 3, 0.5 => 4, 1.0 => 4,
+                   2.5 => 5, 5.0 => 5, 10.0 => 5, Float::INFINITY => 6 }, buckets)
+    _, sum = board.histogram(1, Scoreboard::QUEUE_TIME)
+    assert_in_delta 62.3101, sum, 1e-5
+    assert_equal 0, cumulative(board, 1, Scoreboard::REQUEST_DURATION)[Float::INFINITY]
+    assert_raises(IndexError) { board.histogram(1, 2) }
+  end
+
+  def test_queue_time_allocates_nothing
+    slot = Scoreboard.new(1).thread_slot(0)
+    seconds = 0.012
+    slot.queue_time(seconds)
+    i = 0
+    empty = GC.stat(:total_allocated_objects)
+    before = GC.stat(:total_allocated_objects) # what reading GC.stat costs, counted out below
+    empty = before - empty
+    before = GC.stat(:total_allocated_objects)
+    while i < 1000 # `while`, not a block: a block would count
+      slot.queue_time(seconds)
+      i += 1
+    end
+    assert_equal empty, GC.stat(:total_allocated_objects) - before
+  end
+
+  def test_requests_started_with_their_names_allocate_nothing
+    slot = Scoreboard.new(1).thread_slot(0)
+    method = "GET"
+    path = "/some/path"
+    slot.request_started(method, path)
+    slot.request_finished
+    i = 0
+    empty = GC.stat(:total_allocated_objects)
+    before = GC.stat(:total_allocated_objects)
+    empty = before - empty
+    before = GC.stat(:total_allocated_objects)
+    while i < 1000
+      slot.request_started(method, path)
+      slot.request_finished
+      i += 1
+    end
+    assert_equal empty, GC.stat(:total_allocated_objects) - before
+  end
+
+  def test_a_worker_says_when_it_serves
+    board = Scoreboard.new(2)
+    refute board.serving?(1)
+    pid = fork do
+      board.worker_slot(1).serving = true
+      exit!(0)
+    end
+    Process.wait(pid)
+    assert board.serving?(1)
+    assert board.snapshot(1).serving
+    board.reset(1, 99)
+    refute board.serving?(1), "a new process in the slot boots first"
+  end
+
   def test_slot_bounds
     board = Scoreboard.new(2)
     assert_raises(IndexError) { board.thread_slot(2) }
@@ -143,7 +269,9 @@ class ScoreboardTest < Minitest::Test
     assert_operator header[:threads_offset] + (2 * header[:thread_bytes]), :<=, header[:worker_bytes]
     # room for pid and the counters before the threads, and for a thread's two fields
     assert_operator header[:threads_offset], :>=, 8 * (1 + Scoreboard::COUNTERS.size)
-    assert_operator header[:thread_bytes], :>=, 16
+    assert_operator header[:thread_bytes], :>=, 16 + 8 + Scoreboard::METHOD_BYTES + Scoreboard::PATH_BYTES
+    assert_equal [2, Scoreboard::HISTOGRAM_BOUNDS.size], header.values_at(:histograms, :buckets)
+    assert_equal 3, Scoreboard::LAYOUT_VERSION
     assert_equal 0x4E575342, Scoreboard::MAGIC
     assert_equal %i[connections_accepted requests_rejected app_errors request_timeouts], Scoreboard::COUNTERS
     assert_equal [0, 1, 2, 3], [Scoreboard::CONNECTIONS_ACCEPTED, Scoreboard::REQUESTS_REJECTED,
@@ -255,6 +383,15 @@ class ScoreboardTest < Minitest::Test
 
   def idle_snapshot(nr)
     Scoreboard::Snapshot.new(nr: nr, pid: 0, requests: 0, busy_threads: 0, longest_busy: nil,
-                             counters: Scoreboard::COUNTERS.to_h { |name| [name, 0] })
+                             counters: Scoreboard::COUNTERS.to_h { |name| [name, 0] }, serving: false,
+                             requests_in_flight: [])
+  end
+
+  # What each bucket holds, cumulative as Prometheus reads it: le => count.
+  def cumulative(board, nr, kind)
+    counts, = board.histogram(nr, kind)
+    bounds = Scoreboard::HISTOGRAM_BOUNDS + [Float::INFINITY]
+    total = 0
+    bounds.zip(counts).to_h { |le, n| [le, total += n] }
   end
 end

@@ -16,7 +16,7 @@ class WorkerMonitorTest < Minitest::Test
     end
 
     def snapshot(nr)
-      Narwhal::Scoreboard::Snapshot.new(nr: nr, busy_threads: busy[nr] ? 1 : 0)
+      Narwhal::Scoreboard::Snapshot.new(nr: nr, busy_threads: busy[nr] ? 1 : 0, requests_in_flight: [])
     end
   end
 
@@ -77,6 +77,43 @@ class WorkerMonitorTest < Minitest::Test
     assert_equal [[0, :KILL], [1, :KILL], [2, :QUIT]], verdicts(monitor, workers(3))
     assert_includes @log.string, "worker=2 pid=102 memory 600 MB > 512 MB, retiring\n"
     assert_equal 1.5, monitor.interval, "the master looks twice per timeout"
+  end
+
+  # The line and the hook name the request the worker was stuck on, read
+  # from the scoreboard the worker wrote when the request started.
+  def test_the_kill_names_the_request_and_the_hook_gets_the_same
+    board = Narwhal::Scoreboard.new(2, threads: 2)
+    board.thread_slot(1, 1).request_started("POST", "/reports/generate")
+    board.thread_slot(1, 0).request_started("GET", "/later")
+    config = Narwhal::Configurator.new
+    config.settings[:logger] = @logger
+    config.settings[:timeout] = 0.05
+    seen = []
+    config.settings[:after_worker_timeout] = ->(server, worker, info) { seen << [server, worker.nr, info] }
+    server = Struct.new(:tally).new(Narwhal::Master::Tally.new)
+    monitor = Monitor.for(config, board, server)
+    wait_until(message: "a request past the timeout") { board.busy_for(1).to_f > 0.05 }
+    assert_equal [[1, :KILL]], verdicts(monitor, workers(2))
+    assert_match(%r{^worker=1 pid=101 timeout \(0\.\d+s > 0\.05s\) on POST /reports/generate, killing; 1 other request in flight dies with it$},
+                 @log.string)
+    assert_equal 1, seen.size
+    hook_server, nr, info = seen.first
+    assert_same server, hook_server
+    assert_equal 1, nr
+    assert_equal ["POST", "/reports/generate", 0.05, 1], [info.request_method, info.path, info.timeout, info.other_requests]
+    assert_operator info.elapsed, :>, 0.05
+    assert_equal 1, server.tally[:timeout_kills]
+  end
+
+  def test_a_hook_that_raises_is_logged_and_the_kill_still_counts
+    board = FakeScoreboard.new({ 0 => 9.0 })
+    server = Struct.new(:tally).new(Narwhal::Master::Tally.new)
+    monitor = Monitor.new(board, [Monitor::Timeout.new(3)], @logger, server: server,
+                                                                    on_timeout: ->(*) { raise "pager down" })
+    assert_equal [[0, :KILL]], verdicts(monitor, workers(1))
+    assert_includes @log.string, "worker=0 pid=100 timeout (9.0s > 3s), killing; no other request in flight\n"
+    assert_match(/after_worker_timeout failed: .*pager down/, @log.string)
+    assert_equal 1, server.tally[:timeout_kills]
   end
 
   def test_the_interval_follows_the_configured_timeout

@@ -120,6 +120,34 @@ class WorkerTableTest < Minitest::Test
     end
   end
 
+  # /metrics counts a fork that replaces a worker that exited, not the
+  # first forks nor those after the master started stopping.
+  def test_respawns_are_counted_in_the_tally
+    as_master do
+      tally = Narwhal::Master::Tally.new
+      @up, up = IO.pipe
+      @table = Narwhal::Master::WorkerTable.new(@config, @board, @hook_server, on_first_ready: -> {},
+                                                                             tally: tally) do |_worker, reports|
+        trap(:QUIT) { exit!(0) }
+        reports.ready
+        up.write(".")
+        sleep
+      end
+      @table.spawn_missing(2)
+      wait_up(2)
+      assert_equal 0, tally[:respawns], "the first forks are not respawns"
+      @table.signal(@table.find { |w| w.nr == 1 }, :KILL)
+      reap_until("worker 1 reaped") { @table.map(&:nr) == [0] }
+      @table.spawn_missing(2)
+      assert_equal 1, tally[:respawns]
+      @table.spawn_missing(2)
+      assert_equal 1, tally[:respawns], "nothing was missing"
+      wait_up(1)
+      @table.signal_all(:QUIT)
+      reap_until("every worker reaped") { @table.map(&:nr).empty? }
+    end
+  end
+
   def test_a_child_that_is_not_a_worker_is_handed_back
     as_master do
       table { exit!(0) }

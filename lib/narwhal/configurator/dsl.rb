@@ -29,6 +29,19 @@ module Narwhal
         @config.add_listener(address.to_s, options)
       end
 
+      # The master's control listener (/metrics, /health, /ready, /status):
+      # an address as `listen` takes it, nil for none.
+      def control_listen(address)
+        check(address.nil? || address.is_a?(String) || address.is_a?(Integer),
+              "control_listen expects an address String (or nil: none), got #{address.inspect}")
+        begin
+          Listener.parse(address) if address
+        rescue ArgumentError => e
+          fail_at("control_listen: #{e.message}")
+        end
+        @config.settings[:control_listen] = address&.to_s
+      end
+
       # Unicorn's plural form: replaces every address given so far.
       def listeners(addresses)
         check(addresses.is_a?(Array), "listeners expects an Array of addresses")

@@ -16,11 +16,33 @@ module Narwhal
     class WorkerMonitor
       autoload :MemoryLimit, "narwhal/master/worker_monitor/memory_limit"
       autoload :RequestLimit, "narwhal/master/worker_monitor/request_limit"
+      # Why a worker was killed for `timeout`, as the log line says it and
+      # the after_worker_timeout hook receives it: seconds on its oldest
+      # request, the limit, that request's method and path (from the
+      # scoreboard, truncated; nil when it finished meanwhile) and how many
+      # other requests died with it.
+      TimeoutInfo = Struct.new(:elapsed, :timeout, :request_method, :path, :other_requests, keyword_init: true) do
+        def to_s
+          request = request_method ? " on #{request_method} #{path}" : ""
+          "timeout (#{elapsed.round(3)}s > #{timeout}s)#{request}, killing; #{others_in_flight}"
+        end
+
+        private
+
+        def others_in_flight
+          case other_requests
+          when 0 then "no other request in flight"
+          when 1 then "1 other request in flight dies with it"
+          else "#{other_requests} other requests in flight die with it"
+          end
+        end
+      end
 
       # A worker on one request for longer than `timeout` seconds is killed
       # (and replaced by the master); idle workers never time out. The kill
       # takes the worker's other requests with it (its other threads'): the
-      # log line says how many were in flight just before it.
+      # log line names the request that ran too long and says how many
+      # others were in flight just before it.
       class Timeout
         def initialize(seconds)
           @seconds = seconds
@@ -39,27 +61,22 @@ module Narwhal
           true
         end
 
+        # A TimeoutInfo, or nil while the worker is within its timeout.
         def breach(worker, scoreboard)
           busy = scoreboard.busy_for(worker.nr)
           return unless busy && busy > @seconds
 
-          others = [scoreboard.snapshot(worker.nr).busy_threads - 1, 0].max
-          "timeout (#{busy.round(3)}s > #{@seconds}s), killing; #{others_in_flight(others)}"
-        end
-
-        private
-
-        def others_in_flight(count)
-          case count
-          when 0 then "no other request in flight"
-          when 1 then "1 other request in flight dies with it"
-          else "#{count} other requests in flight die with it"
-          end
+          snapshot = scoreboard.snapshot(worker.nr)
+          oldest = snapshot.requests_in_flight&.first
+          oldest = nil if oldest&.request_method&.empty? # a request started without its name
+          TimeoutInfo.new(elapsed: busy, timeout: @seconds, request_method: oldest&.request_method,
+                          path: oldest&.path, other_requests: [snapshot.busy_threads - 1, 0].max)
         end
       end
 
-      # The policies a configuration asks for (built again on HUP).
-      def self.for(config, scoreboard)
+      # The policies a configuration asks for (built again on HUP). server:
+      # the master (its tally, and what its hooks receive), nil in tests.
+      def self.for(config, scoreboard, server = nil)
         policies = [Timeout.new(config[:timeout])]
         if config[:worker_memory_limit]
           policies << MemoryLimit.new(config[:worker_memory_limit], pss: config[:worker_memory_pss],
@@ -68,13 +85,17 @@ module Narwhal
         if config[:worker_max_requests]
           policies << RequestLimit.new(config[:worker_max_requests], config[:worker_max_requests_jitter])
         end
-        new(scoreboard, policies, config.logger)
+        new(scoreboard, policies, config.logger, server: server, on_timeout: config[:after_worker_timeout])
       end
 
-      def initialize(scoreboard, policies, logger)
+      # on_timeout: called as after_worker_timeout is, once a worker was
+      # signalled for its timeout.
+      def initialize(scoreboard, policies, logger, server: nil, on_timeout: nil)
         @scoreboard = scoreboard
         @policies = policies
         @logger = logger
+        @server = server
+        @on_timeout = on_timeout
       end
 
       # The longest the master may sleep between two checks.
@@ -99,9 +120,21 @@ module Narwhal
             level = policy.signal == :KILL ? :error : :warn
             @logger.public_send(level, "worker=#{worker.nr} pid=#{worker.pid} #{reason}")
             yield worker, policy.signal, policy
+            timed_out(worker, reason) if reason.is_a?(TimeoutInfo)
             break
           end
         end
+      end
+
+      private
+
+      # The kill is sent: counted for /metrics, then the operator's hook. A
+      # hook that raises is logged; the master carries on.
+      def timed_out(worker, info)
+        @server&.tally&.count(:timeout_kills)
+        @on_timeout&.call(@server, worker, info)
+      rescue StandardError, ScriptError => e
+        @logger.error("after_worker_timeout failed: #{ErrorMessage.for(e)}#{ErrorMessage.backtrace(e)}")
       end
     end
   end

@@ -14,10 +14,10 @@ module Narwhal
 
       attr_writer :config # HUP's new one
 
-      # on_first_ready: called once the first worker ever is ready. The
-      # block runs in each forked child with the Worker and the
-      # WorkerReports, and never returns.
-      def initialize(config, scoreboard, hook_server, on_first_ready:, &child)
+      # on_first_ready: called once the first worker ever is ready. tally:
+      # where respawns are counted (Tally). The block runs in each forked
+      # child with the Worker and the WorkerReports, and never returns.
+      def initialize(config, scoreboard, hook_server, on_first_ready:, tally: nil, &child)
         @config = config
         @scoreboard = scoreboard
         @hook_server = hook_server
@@ -26,6 +26,8 @@ module Narwhal
         @by_pid = {}
         @respawn = RespawnPolicy.new
         @reports = WorkerReports.new
+        @tally = tally
+        @exited = [] # worker numbers whose process exited and is not replaced yet
       end
 
       def each(&block)
@@ -38,6 +40,12 @@ module Narwhal
 
       def logger
         @config.logger
+      end
+
+      # The workers now, as an Array: one C call, so another thread (the
+      # control listener's) never sees the table change under it.
+      def snapshot
+        @by_pid.values
       end
 
       # What the master's sleep watches besides its signals.
@@ -166,6 +174,7 @@ module Narwhal
       end
 
       def spawn(worker)
+        @tally&.count(:respawns) if @exited.delete(worker.nr)
         @scoreboard.reset(worker.nr)
         @scoreboard.span = worker.nr + 1 # siblings look this far for idle threads
         @config[:before_fork].call(@hook_server, worker)
@@ -176,6 +185,8 @@ module Narwhal
       end
 
       def exited(worker, status, stopping)
+        # a recycled worker's replacement serves already: none is forked for it
+        @exited << worker.nr unless stopping || worker.recycling || @exited.include?(worker.nr)
         @scoreboard.reset(worker.nr)
         @config[:after_worker_exit].call(@hook_server, worker, status)
         failure = @respawn.exited(worker, status, Clock.now, stopping: stopping)

@@ -1,0 +1,250 @@
+# frozen_string_literal: true
+
+require "json"
+require "socket"
+
+module Narwhal
+  class Master
+    # The control listener (`control_listen`): a small HTTP/1.x endpoint in
+    # the master for probes, scrapers and `narwhal status`. It never calls
+    # the app; it reads the scoreboard and the master's tables (Status).
+    #
+    #   GET /metrics   Prometheus text format (Metrics)
+    #   GET /health    200 while the master runs
+    #   GET /ready     200 when a worker serves and the master is not
+    #                  draining, else 503 with the reason
+    #   GET /status    the same data as JSON (what `narwhal status` reads)
+    #
+    # It runs on a thread of its own in the master, one IO.select loop over
+    # its socket and its clients, so the master's loop never waits for it
+    # and it never waits for one client: each has READ_DEADLINE seconds for
+    # a request of at most MAX_REQUEST bytes and WRITE_DEADLINE seconds to
+    # take the answer; at most MAX_CLIENTS are held, the oldest dropped
+    # beyond. Every answer closes its connection.
+    class Control
+      MAX_REQUEST = 4096
+      READ_DEADLINE = 5
+      WRITE_DEADLINE = 10
+      MAX_CLIENTS = 32
+      ROUTES = %w[/metrics /health /ready /status].freeze
+      REQUEST_LINE = %r{\A([A-Z]+) (\S+) HTTP/1\.[01]\r?\n}
+
+      # One connection: what it sent, what it is sent, by when.
+      Client = Struct.new(:io, :input, :output, :deadline)
+
+      # Its socket's options: no deferred accept (a probe's connection is
+      # answered at once) and a short queue.
+      LISTEN_OPTIONS = { backlog: 64, tcp_defer_accept: false, tries: 0 }.freeze
+      RETRY_BUSY = 1.0 # seconds between attempts on an address still in use
+
+      # address: control_listen's; status: a Status (#to_h).
+      def initialize(address, status, logger, read_deadline: READ_DEADLINE)
+        @address = address
+        @read_deadline = read_deadline
+        @status = status
+        @logger = logger
+        @listener = nil
+        @clients = {}
+        @thread = nil
+      end
+
+      # The bound address ("127.0.0.1:9394", a socket path), nil until bound.
+      def address
+        @listener&.address
+      end
+
+      # Binds, then serves on a thread. A busy address raises ListenError,
+      # unless wait_if_busy (a re-exec'd master, whose old master still
+      # holds it): then the thread binds once it is free.
+      def start(wait_if_busy: false)
+        begin
+          bind
+        rescue ListenError => e
+          raise unless wait_if_busy && e.cause.is_a?(Errno::EADDRINUSE)
+
+          @logger.info("control listener: #{e.message}; binding once it is free")
+        end
+        @thread = Thread.new { run }
+        @thread.name = "narwhal control"
+        @thread.report_on_exception = false
+        self
+      end
+
+      # unlink: false keeps a Unix socket's file (a re-exec'd master binds
+      # its own once this one is gone).
+      def stop(unlink: true)
+        @thread&.kill&.join(1)
+        @clients.each_key { |io| io.close unless io.closed? }
+        @clients.clear
+        @listener&.close(unlink: unlink)
+      end
+
+      # In a forked worker: the thread is gone, the descriptors go too (a
+      # worker holding a control connection would keep its client waiting).
+      # The fork may have caught the thread between an accept and noting
+      # the connection: any other socket on the control address is pointed
+      # at /dev/null (not closed: its IO object, stranded with the thread,
+      # still owns the descriptor number).
+      def close_in_child
+        return unless @listener
+
+        local = @listener.io.local_address.inspect_sockaddr
+        @clients.each_key { |io| io.close unless io.closed? }
+        @clients.clear
+        @listener.io.close unless @listener.io.closed?
+        stray_sockets(local).each { |io| io.reopen(File::NULL) }
+      end
+
+      # One request's answer: [status, headers, body]. HEAD gets no body
+      # (see #respond). Public for the tests.
+      def answer(method, target)
+        path = target.split("?", 2).first
+        return plain(404, "not found: #{ROUTES.join(' ')}\n") unless ROUTES.include?(path)
+        return plain(405, "method not allowed\n", "allow" => "GET, HEAD") unless %w[GET HEAD].include?(method)
+
+        route(path)
+      end
+
+      private
+
+      def stray_sockets(local)
+        Dir.children("/proc/self/fd").filter_map do |fd|
+          next unless File.readlink("/proc/self/fd/#{fd}").start_with?("socket:")
+
+          io = Socket.for_fd(Integer(fd))
+          io.autoclose = false
+          io if io.local_address.inspect_sockaddr == local
+        rescue SystemCallError, IOError, SocketError, ArgumentError
+          nil
+        end
+      end
+
+      def route(path)
+        return plain(200, "ok\n") if path == "/health"
+
+        status = @status.to_h
+        case path
+        when "/metrics" then [200, { "content-type" => Metrics::CONTENT_TYPE }, Metrics.render(status)]
+        when "/status" then [200, { "content-type" => "application/json" }, "#{JSON.generate(status)}\n"]
+        else
+          reason = Status.not_ready_reason(status)
+          reason ? plain(503, "not ready: #{reason}\n") : plain(200, "ready\n")
+        end
+      end
+
+      def plain(code, text, headers = {})
+        [code, { "content-type" => "text/plain" }.merge(headers), text]
+      end
+
+      def bind
+        @listener = Listener.new(@address, LISTEN_OPTIONS.dup, @logger)
+        @logger.info("control listener on #{address} (/metrics /health /ready /status)")
+      end
+
+      def bind_when_free
+        bind
+      rescue ListenError => e
+        raise unless e.cause.is_a?(Errno::EADDRINUSE)
+
+        sleep RETRY_BUSY
+        retry
+      end
+
+      def run
+        bind_when_free unless @listener
+        loop do
+          readers = [@listener.io]
+          writers = []
+          @clients.each_value { |c| (c.output ? writers : readers) << c.io }
+          readable, writable = IO.select(readers, writers, nil, wait_time)
+          readable&.each { |io| io == @listener.io ? accept : read(@clients[io]) }
+          writable&.each { |io| write(@clients[io]) }
+          expire
+        end
+      rescue StandardError => e
+        @logger.error("control listener stopped: #{ErrorMessage.for(e)}#{ErrorMessage.backtrace(e)}")
+      end
+
+      def wait_time
+        deadline = @clients.each_value.map(&:deadline).min
+        deadline ? [deadline - Clock.now, 0].max : nil
+      end
+
+      def accept
+        io = @listener.io.accept_nonblock(exception: false)
+        return if io == :wait_readable
+
+        drop(@clients.each_value.min_by(&:deadline)) if @clients.size >= MAX_CLIENTS
+        @clients[io] = Client.new(io, +"", nil, Clock.now + @read_deadline)
+      end
+
+      def read(client)
+        return unless client
+
+        data = client.io.read_nonblock(MAX_REQUEST, exception: false)
+        return if data == :wait_readable
+        return drop(client) if data.nil? # gone before asking
+
+        client.input << data
+        parse(client)
+      rescue SystemCallError, IOError
+        drop(client)
+      end
+
+      # A complete head gets its answer; a first line that is no request
+      # line gets 400 at once, a head past MAX_REQUEST 431.
+      def parse(client)
+        input = client.input
+        if input.include?("\n") && !input.match?(REQUEST_LINE)
+          respond(client, "GET", 400, { "content-type" => "text/plain" }, "bad request\n")
+        elsif input.include?("\r\n\r\n") || input.include?("\n\n")
+          method, target = input[REQUEST_LINE].split(" ", 3)
+          respond(client, method, *answer(method, target))
+        elsif input.bytesize >= MAX_REQUEST
+          respond(client, "GET", 431, { "content-type" => "text/plain" }, "request too large\n")
+        end
+      end
+
+      def respond(client, method, code, headers, body)
+        body = "" if method == "HEAD"
+        head = +"HTTP/1.1 #{code} #{REASONS.fetch(code)}\r\n"
+        headers.merge("content-length" => body.bytesize.to_s, "connection" => "close").each do |k, v|
+          head << k << ": " << v << "\r\n"
+        end
+        client.output = "#{head}\r\n#{body}".b
+        client.deadline = Clock.now + WRITE_DEADLINE
+        write(client)
+      rescue StandardError => e
+        @logger.error("control #{method}: #{ErrorMessage.for(e)}#{ErrorMessage.backtrace(e)}")
+        client.output = "HTTP/1.1 500 Internal Server Error\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".b
+      end
+
+      def write(client)
+        return unless client
+
+        written = client.io.write_nonblock(client.output, exception: false)
+        return if written == :wait_writable
+
+        client.output = client.output.byteslice(written..)
+        drop(client) if client.output.empty?
+      rescue SystemCallError, IOError
+        drop(client)
+      end
+
+      def expire
+        now = Clock.now
+        @clients.values.each { |client| drop(client) if client.deadline <= now }
+      end
+
+      def drop(client)
+        return unless client
+
+        @clients.delete(client.io)
+        client.io.close unless client.io.closed?
+      end
+
+      REASONS = { 200 => "OK", 400 => "Bad Request", 404 => "Not Found", 405 => "Method Not Allowed",
+                  431 => "Request Header Fields Too Large", 503 => "Service Unavailable" }.freeze
+    end
+  end
+end

@@ -1,0 +1,150 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require "logger"
+require "socket"
+require "stringio"
+
+# The master's control listener on its own: routes, answers, and clients
+# that misbehave (silent, slow, oversized, not HTTP) while others are served.
+class ControlTest < Minitest::Test
+  Control = Narwhal::Master::Control
+
+  # What Status#to_h gives, for a server with one idle worker.
+  class FakeStatus
+    attr_accessor :ready, :draining
+
+    def initialize
+      @ready = true
+      @draining = false
+    end
+
+    def to_h
+      { "pid" => 1, "ready" => @ready, "draining" => @draining, "worker_processes" => 1, "threads" => 1,
+        "workers" => [], "listeners" => [], "events" => {},
+        "histogram_bounds" => Narwhal::Scoreboard::HISTOGRAM_BOUNDS }
+    end
+  end
+
+  def setup
+    @log = StringIO.new
+    @status = FakeStatus.new
+    @control = Control.new("127.0.0.1:0", @status, Logger.new(@log), read_deadline: 0.5).start
+    @sockets = []
+  end
+
+  def teardown
+    @sockets.each(&:close)
+    @control.stop
+  end
+
+  def connect
+    sock = TCPSocket.new("127.0.0.1", Integer(@control.address.split(":").last))
+    @sockets << sock
+    Narwhal::RawClient.new(sock)
+  end
+
+  def get(path, method: "GET")
+    client = connect.write("#{method} #{path} HTTP/1.1\r\nhost: x\r\n\r\n")
+    client.read_response(head: method == "HEAD")
+  end
+
+  def test_routes_and_methods
+    assert_equal [200, "ok\n"], get("/health").then { |r| [r.status, r.body] }
+    assert_equal [200, "ready\n"], get("/ready?verbose=1").then { |r| [r.status, r.body] }
+    metrics = get("/metrics")
+    assert_equal Narwhal::Master::Metrics::CONTENT_TYPE, metrics["content-type"]
+    assert_includes metrics.body, "# TYPE narwhal_workers gauge"
+    assert_equal %({"pid":1,"ready":true), get("/status").body[0, 21]
+    assert_equal 404, get("/").status
+    assert_equal 404, get("/metrics/x").status
+    response = get("/ready", method: "DELETE")
+    assert_equal [405, "GET, HEAD"], [response.status, response["allow"]]
+    assert_equal "close", response["connection"]
+  end
+
+  def test_ready_says_why_not
+    @status.ready = false
+    assert_equal [503, "not ready: no worker serving\n"], get("/ready").then { |r| [r.status, r.body] }
+    @status.draining = true
+    assert_equal [503, "not ready: draining\n"], get("/ready").then { |r| [r.status, r.body] }
+    assert_equal 200, get("/health").status, "the master still runs"
+  end
+
+  def test_bad_requests_get_an_answer_and_a_close
+    client = connect.write("hello there\r\n\r\n")
+    assert_equal 400, client.read_response.status
+    assert client.closed?
+    client = connect.write("GET /#{'a' * 5000}")
+    assert_equal 431, client.read_response.status
+    assert client.closed?
+  end
+
+  # One select loop serves them all: a client that sends nothing, or half
+  # a request, does not hold up the next, and is dropped at its deadline.
+  def test_silent_and_slow_clients_neither_block_others_nor_stay
+    silent = connect
+    slow = connect.write("GET /hea")
+    started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    assert_equal 200, get("/health").status
+    assert_operator Process.clock_gettime(Process::CLOCK_MONOTONIC) - started, :<, 0.4, "answered before any deadline"
+    assert silent.closed?(timeout: 5), "the silent client is dropped at its deadline"
+    assert slow.closed?(timeout: 5), "so is the one that never finished its request"
+    assert_equal 200, get("/health").status
+  end
+
+  def test_more_clients_than_it_holds_drop_the_oldest
+    held = Array.new(Control::MAX_CLIENTS) { connect }
+    wait_until(message: "all held") { held.first.sock.write("") && true }
+    assert_equal 200, get("/health").status
+    assert held.first.closed?(timeout: 5), "the oldest silent client made room"
+  end
+
+  # A worker forked while the control thread had just accepted a
+  # connection (not noted yet) must not keep that client waiting.
+  def test_a_forked_child_lets_go_of_every_control_connection
+    control = Control.new("127.0.0.1:0", @status, Logger.new(@log))
+    control.send(:bind) # no thread: this test accepts in its place
+    port = Integer(control.address.split(":").last)
+    noted = TCPSocket.new("127.0.0.1", port)
+    stray = TCPSocket.new("127.0.0.1", port)
+    @sockets.push(noted, stray)
+    wait_until(message: "noted") { control.send(:accept) || control.instance_variable_get(:@clients).any? }
+    caught = wait_until(message: "caught") do
+      io = control.instance_variable_get(:@listener).io.accept_nonblock(exception: false)
+      io unless io == :wait_readable
+    end
+    ready_r, ready_w = IO.pipe
+    pid = fork do
+      control.close_in_child
+      ready_w.write(".")
+      sleep 10
+      exit!(0)
+    end
+    ready_w.close
+    assert_equal ".", ready_r.read(1)
+    caught.close
+    control.stop
+    assert Narwhal::RawClient.new(noted).closed?(timeout: 2), "the noted connection is closed in the child"
+    assert Narwhal::RawClient.new(stray).closed?(timeout: 2), "so is the one the child caught mid-accept"
+  ensure
+    if pid
+      Process.kill(:KILL, pid)
+      Process.wait(pid)
+    end
+  end
+
+  def test_a_busy_address_is_an_error_unless_asked_to_wait
+    error = assert_raises(Narwhal::ListenError) do
+      Control.new(@control.address, @status, Logger.new(@log)).start
+    end
+    assert_match(/already in use/, error.message)
+    waiting = Control.new(@control.address, @status, Logger.new(@log)).start(wait_if_busy: true)
+    assert_nil waiting.address, "not bound while the address is taken"
+    address = @control.address
+    @control.stop
+    wait_until(timeout: 10, message: "bound once free") { waiting.address == address }
+    @control = waiting
+    assert_equal 200, get("/health").status
+  end
+end

@@ -1,0 +1,51 @@
+# frozen_string_literal: true
+
+require "test_helper"
+
+# A Status hash as Prometheus text: families, labels, cumulative buckets.
+class MetricsTest < Minitest::Test
+  def worker(nr, state, busy, durations)
+    { "nr" => nr, "pid" => 100 + nr, "state" => state, "requests" => 7, "busy_threads" => busy,
+      "rss_bytes" => nr.zero? ? 52_428_800 : nil, "request" => nil,
+      "counters" => Narwhal::Scoreboard::COUNTERS.to_h { |c| [c.to_s, 1] },
+      "histograms" => { "request_duration" => { "counts" => durations, "sum" => 1.25 },
+                        "queue_time" => { "counts" => [0] * 12, "sum" => 0.0 } } }
+  end
+
+  def render
+    status = { "pid" => 1, "ready" => true, "draining" => false, "worker_processes" => 3, "threads" => 4,
+               "workers" => [worker(0, "busy", 3, [2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4]), worker(1, "booting", 0, [0] * 12)],
+               "listeners" => [{ "address" => %(/tmp/a"b.sock), "queue" => 5, "queue_max" => 1024 },
+                               { "address" => "127.0.0.1:8080", "queue" => nil, "queue_max" => nil }],
+               "events" => { "respawns" => 2, "timeout_kills" => 1 },
+               "histogram_bounds" => Narwhal::Scoreboard::HISTOGRAM_BOUNDS }
+    Narwhal::Master::Metrics.render(status)
+  end
+
+  def test_gauges_counters_and_labels
+    text = render
+    assert_includes text, %(narwhal_workers{state="idle"} 0\nnarwhal_workers{state="busy"} 1\n)
+    assert_includes text, %(narwhal_workers{state="booting"} 1\n)
+    assert_includes text, %(narwhal_threads{state="busy"} 3\nnarwhal_threads{state="idle"} 1\n), "of serving workers"
+    assert_includes text, "# TYPE narwhal_respawns_total counter\nnarwhal_respawns_total 2\n"
+    assert_includes text, "narwhal_timeout_kills_total 1\n"
+    assert_includes text, "narwhal_memory_recycles_total 0\n", "an event not counted yet reads 0"
+    assert_includes text, %(narwhal_worker_rss_bytes{worker="0"} 52428800\n)
+    refute_includes text, %(narwhal_worker_rss_bytes{worker="1"}), "unknown RSS is left out"
+    assert_includes text, %(narwhal_listen_queue{listener="/tmp/a\\"b.sock"} 5\n), "label values escaped"
+    refute_includes text, "127.0.0.1:8080", "a queue the kernel did not report is left out"
+    assert_includes text, "# TYPE narwhal_worker_requests_total counter\n"
+  end
+
+  def test_histograms_are_cumulative_per_worker
+    text = render
+    assert_includes text, "# TYPE narwhal_request_duration_seconds histogram\n"
+    assert_includes text, %(narwhal_request_duration_seconds_bucket{worker="0",le="0.005"} 2\n) +
+                          %(narwhal_request_duration_seconds_bucket{worker="0",le="0.01"} 3\n)
+    assert_includes text, %(narwhal_request_duration_seconds_bucket{worker="0",le="10"} 3\n) +
+                          %(narwhal_request_duration_seconds_bucket{worker="0",le="+Inf"} 7\n) +
+                          %(narwhal_request_duration_seconds_sum{worker="0"} 1.25\n) +
+                          %(narwhal_request_duration_seconds_count{worker="0"} 7\n)
+    assert_includes text, %(narwhal_queue_time_seconds_count{worker="1"} 0\n)
+  end
+end
