@@ -2,15 +2,17 @@
 
 require "test_helper"
 require "psych"
-require "open3"
+require "support/fake_cgroup"
 
 # examples/kubernetes, checked as Kubernetes would wire it (no cluster
 # here): kinds and API versions, selectors that match the pod template,
 # ports, probes and resources, every referenced ConfigMap, key, volume and
-# container, a grace period long enough for narwhal's graceful stop. The
-# ConfigMap's narwhal.rb loads as narwhal's configuration, and the preStop
-# command, run against a real narwhal, lets a request in progress finish
-# and returns only once narwhal has exited.
+# container, a grace period long enough for the drain and narwhal's
+# graceful stop. The ConfigMap's narwhal.rb loads as narwhal's
+# configuration (workers from a faked cgroup CPU quota), and run as a real
+# narwhal it answers the probes on the control listener and drains on TERM:
+# /ready turns 503 at once, new connections are served during drain_delay,
+# a request in progress finishes, and narwhal exits 0.
 class KubernetesExampleTest < Minitest::Test
   DIR = File.join(Narwhal::ServerProcess::ROOT, "examples", "kubernetes")
   API_VERSIONS = { "Deployment" => "apps/v1", "Service" => "v1", "ConfigMap" => "v1" }.freeze
@@ -83,7 +85,11 @@ class KubernetesExampleTest < Minitest::Test
       refute_nil action, "#{probe} checks HTTP or TCP"
       assert port_names.key?(action["port"]) || port_names.value?(action["port"]), "#{probe} port #{action['port']}"
     end
-    assert container["livenessProbe"].key?("tcpSocket"), "liveness is TCP: a busy app is not restarted"
+    %w[readinessProbe livenessProbe startupProbe].each do |probe|
+      assert_equal "control", container.dig(probe, "httpGet", "port"), "#{probe} asks the master, not a worker"
+    end
+    assert_equal "/health", container.dig("livenessProbe", "httpGet", "path")
+    assert_equal "/ready", container.dig("readinessProbe", "httpGet", "path")
     %w[requests limits].each do |kind|
       %w[cpu memory].each { |res| refute_nil container.dig("resources", kind, res), "resources.#{kind}.#{res}" }
     end
@@ -104,30 +110,59 @@ class KubernetesExampleTest < Minitest::Test
     refute_nil mount, "#{config_path} is on a mounted volume"
     map = config_maps.fetch(volumes.fetch(mount["name"]).dig("configMap", "name"))
     assert map["data"].key?(File.basename(config_path))
-    # WEB_CONCURRENCY comes from this container's CPU limit
-    ref = container["env"].find { |e| e["name"] == "WEB_CONCURRENCY" }.dig("valueFrom", "resourceFieldRef")
-    assert_equal container["name"], ref["containerName"]
-    assert_equal "limits.cpu", ref["resource"]
+    # the control listener is the container's control port, and what the
+    # scrape annotations name
+    assert_equal "0.0.0.0:#{port_names.fetch('control')}", config_map_text[/^control_listen "(.*)"$/, 1]
+    annotations = object("Deployment").dig("spec", "template", "metadata", "annotations")
+    assert_equal port_names.fetch("control").to_s, annotations["prometheus.io/port"]
+    assert_equal "/metrics", annotations["prometheus.io/path"]
   end
 
-  def test_the_grace_period_covers_pre_stop_and_a_graceful_stop
-    script = container.dig("lifecycle", "preStop", "exec", "command").last
-    assert_match(/kill -QUIT \$pid/, script)
-    pre_stop_sleep = Integer(script[/sleep (\d+);/, 1])
+  def test_the_grace_period_covers_the_drain_and_a_graceful_stop
+    assert_nil container["lifecycle"], "TERM drains by itself: no preStop hook"
+    assert_match(/^term_graceful true$/, config_map_text)
+    drain_delay = Integer(config_map_text[/^drain_delay (\d+)$/, 1])
     timeout = Integer(config_map_text[/^timeout (\d+)$/, 1])
+    refute_match(/^graceful_timeout/, config_map_text, "graceful_timeout is timeout + #{Narwhal::Master::KILL_AFTER}")
     grace = pod_spec["terminationGracePeriodSeconds"]
-    assert_operator grace, :>, pre_stop_sleep + timeout + Narwhal::Master::KILL_AFTER
+    assert_operator grace, :>, drain_delay + timeout + Narwhal::Master::KILL_AFTER
   end
 
   def test_the_config_map_is_a_narwhal_config_listening_on_the_container_port
     Tempfile.create(["narwhal", ".rb"]) do |f|
       f.write(config_map_text)
       f.flush
-      config = with_env("WEB_CONCURRENCY" => "3") { Narwhal::Configurator.new(file: f.path) }
+      config = with_cgroup_quota("300000 100000") { Narwhal::Configurator.new(file: f.path) }
       assert_equal ["0.0.0.0:#{port_names.fetch('http')}"], config[:listeners].map(&:first)
-      assert_equal 3, config[:worker_processes]
+      assert_equal 3, config[:worker_processes], "3 CPUs of quota"
       assert config[:preload_app]
+      assert config[:term_graceful]
     end
+  end
+
+  # A container whose cgroup allows `cpu_max` ("quota period") of CPU.
+  def with_cgroup_quota(cpu_max, &block)
+    Dir.mktmpdir("narwhal-cgroup-root") do |root|
+      Narwhal::FakeCgroup.v2(root, path: "/kubepods/pod1/web", cpus: "0-7")
+                         .write("/sys/fs/cgroup/kubepods/pod1/web/cpu.max", "#{cpu_max}\n")
+      with_env("NARWHAL_CGROUP_ROOT" => root, "WEB_CONCURRENCY" => nil, &block)
+    end
+  end
+
+  def control_get(socket_path, path)
+    client = Narwhal::RawClient.new(UNIXSocket.new(socket_path))
+    client.write("GET #{path} HTTP/1.1\r\nhost: x\r\n\r\n")
+    client.read_response(timeout: 10)
+  ensure
+    client&.close
+  end
+
+  def get(server, path)
+    client = server.connect
+    client.write("GET #{path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    client.read_response(timeout: 30)
+  ensure
+    client&.close
   end
 
   def now
@@ -144,34 +179,33 @@ class KubernetesExampleTest < Minitest::Test
     }
   RU
 
-  def test_pre_stop_lets_a_request_finish_and_returns_once_narwhal_exited
+  def test_term_drains_with_probes_on_the_control_listener
+    control = File.join(Dir.mktmpdir("narwhal-k8s"), "control.sock")
     config = config_map_text.sub('listen "0.0.0.0:8080"', 'listen "127.0.0.1:0"')
-    refute_equal config_map_text, config
-    server = Narwhal::ServerProcess.start(app: SLOW_APP, config: config, workers: 2, env: { "WEB_CONCURRENCY" => "2" })
-    slow = Thread.new do
-      client = server.connect
-      client.write("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
-      client.read_response(timeout: 30)
+                            .sub(/^control_listen .*$/, "control_listen #{control.inspect}")
+                            .sub(/^drain_delay \d+$/, "drain_delay 4")
+    assert_equal 3, config.scan(/127\.0\.0\.1:0|control\.sock|drain_delay 4/).size
+    server = with_cgroup_quota("200000 100000") do
+      Narwhal::ServerProcess.start(app: SLOW_APP, config: config, workers: 2)
     end
+    wait_until(timeout: 15, message: "/ready") { control_get(control, "/ready").status == 200 }
+    assert_equal 200, control_get(control, "/health").status
+    assert_match(/worker_processes :auto chose 2: CPU quota 2 CPU\(s\)/, server.log)
+    slow = Thread.new { get(server, "/slow") }
     wait_until(timeout: 15, message: "slow request started") { File.exist?(File.join(server.dir, "slow.started")) }
-    # preStop as written, for this narwhal's pid and without the wait for
-    # the endpoints
-    command = container.dig("lifecycle", "preStop", "exec", "command")
-    script = command.last.sub("pid=1;", "pid=#{server.pid};").sub(/sleep \d+;/, "sleep 0;")
-    refute_equal command.last, script
-    # PID 1's exit ends the container; here the test reaps it
-    reaper = Thread.new { [server.wait_exit(timeout: 40), now] }
-    out, status = Open3.capture2e(*command[0..-2], script)
-    returned_at = now
-    assert status.success?, out
-    exit_status, exited_at = reaper.value
-    assert exit_status.success?, "narwhal exit status"
-    assert_operator exited_at, :<=, returned_at, "preStop returned before narwhal exited"
+    server.signal(:TERM)
+    wait_until(timeout: 5, message: "/ready turns 503") { control_get(control, "/ready").status == 503 }
+    # the drain: the load balancer may still send new connections
+    during = get(server, "/during")
+    assert_equal [200, "done /during"], [during.status, during.body]
+    assert_equal 200, control_get(control, "/health").status, "the master lives on while draining"
     response = slow.value
-    assert_equal 200, response.status
-    assert_equal "done /slow", response.body
-    assert_match(/QUIT received: stopping workers gracefully/, server.log)
+    assert_equal [200, "done /slow"], [response.status, response.body]
+    assert server.wait_exit(timeout: 40).success?, "narwhal exit status"
+    assert_match(/TERM received: draining, serving for 4s \(drain_delay\)/, server.log)
+    assert_match(/drain_delay over: stopping workers gracefully/, server.log)
   ensure
     server&.stop
+    FileUtils.rm_rf(File.dirname(control)) if control
   end
 end
