@@ -38,6 +38,7 @@ module Narwhal
     SEND = 5 # the response is complete; the reactor sends what is spooled
 
     CONTINUE = "HTTP/1.1 100 Continue\r\n\r\n"
+    EMPTY_ENV = {}.freeze
     REQUEST_METHOD = Request::REQUEST_METHOD
     PATH_INFO = Request::PATH_INFO
 
@@ -49,7 +50,9 @@ module Narwhal
 
     # What every connection of a serving process shares. keepalive turns
     # false on a graceful stop: responses then say Connection: close.
-    Context = Struct.new(:limits, :dispatcher, :logger, :counters, :keepalive)
+    # access_log: the reactor thread's AccessLog::Format (nil: off), for
+    # the requests refused here.
+    Context = Struct.new(:limits, :dispatcher, :logger, :counters, :keepalive, :access_log)
 
     attr_reader :deadline, :request
     # Let in at capacity after waiting in the listen queue: its first
@@ -316,9 +319,13 @@ module Narwhal
       reject(error.status)
     end
 
-    # Sent whole before returning: the socket is shut down next.
+    # Sent whole before returning: the socket is shut down next. Logged
+    # as far as the request was read (no duration, no queue time).
     def send_error(status)
-      @out.write(ErrorResponse.bytes(status, head: @request.head?))
+      head = @request.head?
+      @context.access_log&.record(@env || EMPTY_ENV, status, nil, ErrorResponse.body_bytesize(status, head: head),
+                                  nil, nil)
+      @out.write(ErrorResponse.bytes(status, head: head))
       @out.flush
     rescue IOError, SystemCallError
       nil

@@ -51,7 +51,9 @@ module Narwhal
       # one per process: the bound on what its connections spool together
       @spool_budget = SpoolBudget.new(config[:response_spool_max], config[:response_buffer_size])
       @soft_timeout = SoftTimeout.new(config[:soft_timeout], @logger) if config[:soft_timeout]
-      @context = Connection::Context.new(@limits, dispatcher, @logger, @counters, true)
+      path, format = config[:access_log]
+      @access_log = path && AccessLog.open(path, format, @logger)
+      @context = Connection::Context.new(@limits, dispatcher, @logger, @counters, true, @access_log&.line_writer)
       @master_pipe = master_pipe
       @ready = ready
       @signals = nil # SignalQueue, while running
@@ -85,6 +87,7 @@ module Narwhal
       ForkGuard.disarm
       @soft_timeout&.stop
       @listeners.each(&:close) if @standalone
+      @access_log&.close if @standalone
       restore_signals
     end
 
@@ -105,7 +108,8 @@ module Narwhal
     def responder_for(thread, thread_slot)
       watch = @soft_timeout&.watch(thread, thread_slot)
       Responder.new(@app, @logger, thread_slot, @counters,
-                    soft_timeout: watch, on_timeout: method(:request_interrupted))
+                    soft_timeout: watch, on_timeout: method(:request_interrupted),
+                    access_log: @access_log&.line_writer)
     end
 
     # On the app thread, after soft_timeout interrupted its request: the
