@@ -18,9 +18,9 @@ module Narwhal
       private
 
       def build(buf, env, status, headers, bytes, duration, queue_time)
-        Escape.combined(buf, env[REMOTE_ADDR] || DASH)
+        Escape.combined(buf, env[REMOTE_ADDR] || DASH, bare: true)
         buf << " - "
-        Escape.combined(buf, present(env[REMOTE_USER]) || DASH)
+        Escape.combined(buf, present(env[REMOTE_USER]) || DASH, bare: true)
         buf << " " << stamp(Process.clock_gettime(Process::CLOCK_REALTIME, :second))
         request_line(buf, env)
         buf << "\" " << status << " " << bytes.to_s << " "

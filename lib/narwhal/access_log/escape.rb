@@ -9,19 +9,21 @@ module Narwhal
     module Escape
       # Printable ASCII except the quote and the backslash.
       UNSAFE = /[^\x20\x21\x23-\x5b\x5d-\x7e]/
+      # The same and the space: for fields outside quotes.
+      UNSAFE_BARE = /[^\x21\x23-\x5b\x5d-\x7e]/
       HEX = Array.new(256) { |b| format("\\x%02X", b).freeze }.freeze
       JSON_CONTROL = Array.new(32) { |b| format("\\u%04x", b).freeze }.freeze
       JSON_SHORT = { 0x22 => "\\\"", 0x5c => "\\\\", 0x0a => "\\n", 0x0d => "\\r", 0x09 => "\\t" }.freeze
       UTF_8 = Encoding::UTF_8
 
       # nginx's escaping: the quote, the backslash, control and non-ASCII
-      # bytes as \xHH.
-      def self.combined(buf, str)
+      # bytes as \xHH; bare: for a field outside quotes, the space too.
+      def self.combined(buf, str, bare: false)
         str = str.to_s unless str.is_a?(String)
-        return buf << str unless unsafe?(str)
+        return buf << str unless unsafe?(str, bare ? UNSAFE_BARE : UNSAFE)
 
         str.b.each_byte do |b|
-          if b < 0x20 || b > 0x7e || b == 0x22 || b == 0x5c then buf << HEX[b]
+          if b < 0x20 || b > 0x7e || b == 0x22 || b == 0x5c || (bare && b == 0x20) then buf << HEX[b]
           else buf << b
           end
         end
@@ -48,8 +50,8 @@ module Narwhal
       end
 
       # Matching raises for encodings not ASCII-compatible: escape those.
-      def self.unsafe?(str)
-        str.match?(UNSAFE)
+      def self.unsafe?(str, unsafe = UNSAFE)
+        str.match?(unsafe)
       rescue ArgumentError, EncodingError
         true
       end
