@@ -7,10 +7,9 @@ module Narwhal
   # written by the worker that served it.
   #
   # Lines are never split between processes or threads: each is built in
-  # its thread's own buffer (AccessLog::Format) and handed to the kernel in
-  # one write(2) on a file opened O_APPEND, which the kernel appends whole.
-  # Nothing is buffered in the process, so a worker killed (timeout, OOM)
-  # loses no line already written and leaves no half line behind.
+  # its thread's own buffer (AccessLog::Format), then gathered with others
+  # (AccessLog::Buffer) and written, whole lines only, in one write(2) on a
+  # file opened O_APPEND, which the kernel appends whole.
   #
   # The file is a File in append mode: USR1 reopens it with the other logs
   # (LogReopener), on the reactor's thread while app threads keep writing
@@ -20,6 +19,7 @@ module Narwhal
     autoload :Combined, "narwhal/access_log/combined"
     autoload :Json, "narwhal/access_log/json"
     autoload :Escape, "narwhal/access_log/escape"
+    autoload :Buffer, "narwhal/access_log/buffer"
 
     FORMATS = { combined: :Combined, json: :Json }.freeze
     DEFAULT_FORMAT = :combined
@@ -60,6 +60,8 @@ module Narwhal
       @logger = logger
       @failures = 0
       @failure_logged_at = nil
+      bound = file.stat.file? ? Buffer::FILE_BOUND : Buffer::PIPE_BUF
+      @buffer = Buffer.new(method(:write_out), bound)
     end
 
     # A Format for one thread: each thread that logs gets its own buffer.
@@ -67,12 +69,34 @@ module Narwhal
       self.class.const_get(FORMATS.fetch(@format)).new(self)
     end
 
-    # One complete line, in one write(2). A short write (disk nearly full)
-    # gets its rest written at once, so that at worst a line is interleaved,
-    # never cut. A failure is logged, never raised into a response.
+    # A request the server refused while reading it (Connection): rare, and
+    # on whichever thread read it (an app thread parses a pipelined
+    # request), so its line gets a buffer of its own.
+    def refused(env, status, bytes)
+      line_writer.record(env, status, nil, bytes, nil, nil)
+    end
+
+    # One complete line (Format#record): gathered, written within a second.
     def write(line)
-      n = @file.syswrite(line)
-      @file.syswrite(line.byteslice(n, line.bytesize - n)) if n < line.bytesize
+      @buffer << line
+    end
+
+    # What waits is written now: before USR1 reopens the file, at exit.
+    def flush
+      @buffer.flush
+    end
+
+    # From a signal handler, just before exit!.
+    def flush_at_exit
+      @buffer.flush_at_exit
+    end
+
+    # Whole lines, in one write(2). A short write (disk nearly full) gets
+    # its rest written at once, so that at worst a line is interleaved,
+    # never cut. A failure is logged, never raised into a response.
+    def write_out(bytes)
+      n = @file.syswrite(bytes)
+      @file.syswrite(bytes.byteslice(n, bytes.bytesize - n)) if n < bytes.bytesize
     rescue IOError, SystemCallError => e
       failed(e)
     end
@@ -90,6 +114,7 @@ module Narwhal
     end
 
     def close
+      flush
       @file.close
     end
   end

@@ -50,8 +50,7 @@ module Narwhal
 
     # What every connection of a serving process shares. keepalive turns
     # false on a graceful stop: responses then say Connection: close.
-    # access_log: the reactor thread's AccessLog::Format (nil: off), for
-    # the requests refused here.
+    # access_log: the AccessLog (nil: off), for the requests refused here.
     Context = Struct.new(:limits, :dispatcher, :logger, :counters, :keepalive, :access_log)
 
     attr_reader :deadline, :request
@@ -323,8 +322,7 @@ module Narwhal
     # as far as the request was read (no duration, no queue time).
     def send_error(status)
       head = @request.head?
-      @context.access_log&.record(@env || EMPTY_ENV, status, nil, ErrorResponse.body_bytesize(status, head: head),
-                                  nil, nil)
+      @context.access_log&.refused(@env || EMPTY_ENV, status, ErrorResponse.body_bytesize(status, head: head))
       @out.write(ErrorResponse.bytes(status, head: head))
       @out.flush
     rescue IOError, SystemCallError

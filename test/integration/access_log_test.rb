@@ -143,6 +143,23 @@ class AccessLogTest < Minitest::Test
     assert_match %r{"GET /before HTTP/1.1" 200}, lines("#{@log}.1").first
   end
 
+  # Lines wait up to a second in the worker: TERM (exit at once) and QUIT
+  # write them before the worker exits. (The line of a request TERM cuts
+  # short may be missing: the 4th request's answer shows the worker logged
+  # the 3rd, as it serves one request at a time.)
+  def test_lines_gathered_in_the_worker_are_written_when_it_exits
+    %i[TERM QUIT].each do |signal|
+      start
+      c = @server.connect
+      4.times { |i| assert_equal 200, get(c, "/#{signal}/#{i}").status }
+      @server.signal(signal)
+      @server.wait_exit(timeout: 20)
+      logged = lines.map { |l| l[%r{"GET /#{signal}/(\d)}, 1] }
+      assert_equal %w[0 1 2], logged.first(3), "after #{signal}"
+      @server.stop
+    end
+  end
+
   # Long lines (3 KiB of URI each) from 3 workers x 2 threads and 6 clients,
   # the file renamed and reopened halfway: each request is one whole line
   # in one of the two files.

@@ -37,7 +37,9 @@ class AccessLogTest < Minitest::Test
     @log.line_writer
   end
 
+  # What the file holds once the buffer is written out.
   def lines
+    @log&.flush
     File.readlines(@path)
   end
 
@@ -103,11 +105,32 @@ class AccessLogTest < Minitest::Test
 
   def test_a_failing_write_is_logged_not_raised
     log = writer(:combined)
-    @log.close
+    access = @log
+    access.close
     @log = nil
     log.record(ENV_GET, 200, {}, 1, 0.1, nil)
+    access.flush
     log.record(ENV_GET, 200, {}, 1, 0.1, nil)
+    access.flush
     assert_equal 1, @errors.string.scan(/access_log #{Regexp.escape(@path)}: IOError/).size, @errors.string
+  end
+
+  def test_lines_wait_at_most_a_second_then_go_out_together
+    log = writer(:combined)
+    3.times { log.record(ENV_GET, 200, {}, 1, 0.1, nil) }
+    assert_equal 0, File.size(@path), "gathered, not written one by one"
+    wait_until(timeout: 5, message: "the flush a second later") { File.size(@path).positive? }
+    assert_equal 3, File.readlines(@path).size
+  end
+
+  def test_the_buffer_is_written_before_it_would_pass_its_bound
+    log = writer(:combined)
+    long = ENV_GET.merge("REQUEST_URI" => "/#{'a' * 10_000}")
+    4.times { log.record(long, 200, {}, 1, 0.1, nil) } # 3 fit in 32 KiB
+    assert_equal 3, File.readlines(@path).size
+    log.record(ENV_GET.merge("REQUEST_URI" => "/#{'b' * 40_000}"), 200, {}, 1, 0.1, nil) # alone: past the bound
+    assert_equal 5, File.readlines(@path).size
+    assert(lines.all? { |l| COMBINED.match?(l) })
   end
 
   def test_a_file_that_cannot_be_opened_is_a_boot_error

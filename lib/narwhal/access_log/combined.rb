@@ -27,7 +27,9 @@ module Narwhal
         quoted(buf, env[REFERER])
         buf << " "
         quoted(buf, env[USER_AGENT])
-        buf << " " << (seconds(duration) || DASH) << " " << (seconds(queue_time) || DASH) << " "
+        seconds(buf << " ", duration, DASH)
+        seconds(buf << " ", queue_time, DASH)
+        buf << " "
         quoted(buf, request_id(env, headers))
         buf << "\n"
       end

@@ -7,10 +7,16 @@ module Narwhal
     # for combined, non-ASCII byte. Strings that need nothing (nearly all)
     # are appended as they are; only the others are copied.
     module Escape
-      # Printable ASCII except the quote and the backslash.
-      UNSAFE = /[^\x20\x21\x23-\x5b\x5d-\x7e]/
+      # Bytes that need escaping: control, the quote, the backslash,
+      # non-ASCII. Listed, not negated: Onigmo scans a negated class
+      # several times slower. /n for binary strings (the parser's), the
+      # ASCII part for others (a non-ASCII one is escaped anyway).
+      UNSAFE = /[\x00-\x1f"\\\x7f-\xff]/n
+      UNSAFE_ASCII = /[\x00-\x1f"\\\x7f]/
       # The same and the space: for fields outside quotes.
-      UNSAFE_BARE = /[^\x21\x23-\x5b\x5d-\x7e]/
+      UNSAFE_BARE = /[\x00-\x20"\\\x7f-\xff]/n
+      UNSAFE_BARE_ASCII = /[\x00-\x20"\\\x7f]/
+      BINARY = Encoding::BINARY
       HEX = Array.new(256) { |b| format("\\x%02X", b).freeze }.freeze
       JSON_CONTROL = Array.new(32) { |b| format("\\u%04x", b).freeze }.freeze
       JSON_SHORT = { 0x22 => "\\\"", 0x5c => "\\\\", 0x0a => "\\n", 0x0d => "\\r", 0x09 => "\\t" }.freeze
@@ -20,7 +26,7 @@ module Narwhal
       # bytes as \xHH; bare: for a field outside quotes, the space too.
       def self.combined(buf, str, bare: false)
         str = str.to_s unless str.is_a?(String)
-        return buf << str unless unsafe?(str, bare ? UNSAFE_BARE : UNSAFE)
+        return buf << str unless bare ? unsafe?(str, UNSAFE_BARE, UNSAFE_BARE_ASCII) : unsafe?(str)
 
         str.b.each_byte do |b|
           if b < 0x20 || b > 0x7e || b == 0x22 || b == 0x5c || (bare && b == 0x20) then buf << HEX[b]
@@ -49,10 +55,11 @@ module Narwhal
         buf
       end
 
-      # Matching raises for encodings not ASCII-compatible: escape those.
-      def self.unsafe?(str, unsafe = UNSAFE)
-        str.match?(unsafe)
-      rescue ArgumentError, EncodingError
+      def self.unsafe?(str, bytes = UNSAFE, ascii = UNSAFE_ASCII)
+        return str.match?(bytes) if str.encoding == BINARY
+
+        !str.ascii_only? || str.match?(ascii)
+      rescue ArgumentError, EncodingError # not ASCII-compatible (UTF-16): escape it
         true
       end
     end

@@ -26,8 +26,8 @@ module Narwhal
         string(buf, ",\"uri\":", env[REQUEST_URI])
         string(buf, ",\"protocol\":", env[SERVER_PROTOCOL])
         buf << ",\"status\":" << status << ",\"bytes\":" << bytes.to_s
-        buf << ",\"duration\":" << (seconds(duration) || NULL)
-        buf << ",\"queue_time\":" << (seconds(queue_time) || NULL)
+        seconds(buf << ",\"duration\":", duration, NULL)
+        seconds(buf << ",\"queue_time\":", queue_time, NULL)
         string(buf, ",\"request_id\":", request_id(env, headers))
         string(buf, ",\"referer\":", env[REFERER])
         string(buf, ",\"user_agent\":", env[USER_AGENT])
