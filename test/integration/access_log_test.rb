@@ -8,7 +8,7 @@ require "json"
 # USR1 with the file renamed (logrotate), and with several workers and
 # threads writing at once: every request one whole line, none split or
 # interleaved. Queue time from X-Request-Start reaches the app's env.
-class AccessLogTest < Minitest::Test
+class AccessLogIntegrationTest < Minitest::Test
   QUOTED = /"((?:[^"\\]|\\.)*)"/
   STAMP = %r{\[(\d\d/\w{3}/\d{4}:\d\d:\d\d:\d\d [+-]\d{4})\]}
   SECONDS = /(\d+\.\d{6}|-)/
