@@ -129,7 +129,7 @@ class NginxTest < Minitest::Test
   # X-Request-Start "t=${msec}" of the example
   def test_queue_time_from_nginxs_header_reaches_the_app
     assert_equal 200, get("/queue")
-    seen = @last_body[/\Aqueue_time=(\d+\.\d+(?:e-\d+)?)\z/, 1]
+    seen = @last_body[/queue_time=(\d+\.\d+(?:e-\d+)?)/, 1] # (chunked with Rack 2's Lint)
     assert seen, "the app got no queue time: #{@last_body}"
     seen = Float(seen)
     assert_operator seen, :>=, 0
