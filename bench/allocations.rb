@@ -6,6 +6,7 @@
 #   ruby bench/allocations.rb --request browser   # a request with typical browser headers
 #   ruby bench/allocations.rb --request close     # a new connection per request
 #   ruby bench/allocations.rb --ruby-opt=--yjit
+#   ruby bench/allocations.rb --access-log json    # with access_log on (combined or json)
 #
 # Starts the real server (`narwhal -E production`) on bench/alloc_app.ru,
 # which is hello.ru behind a counter that reads
@@ -95,7 +96,7 @@ module Bench
         out = File.join(tmp, "result.json")
         port = free_port
         log = File.join(tmp, "server.log")
-        server = spawn_server(port, out, log)
+        server = spawn_server(port, out, log, tmp)
         begin
           wait_ready(server, port, log)
           total = @opts[:to] + @opts[:sample]
@@ -114,14 +115,20 @@ module Bench
 
     private
 
-    def spawn_server(port, out, log)
+    def spawn_server(port, out, log, tmp)
       env = {
         "BUNDLE_GEMFILE" => File.join(ROOT, "bench", "Gemfile"),
         "ALLOC_FROM" => @opts[:from].to_s, "ALLOC_TO" => @opts[:to].to_s,
         "ALLOC_SAMPLE" => @opts[:sample].to_s, "ALLOC_OUT" => out
       }
       env["RUBYOPT"] = [ENV.fetch("RUBYOPT", nil), @opts[:ruby_opt]].compact.join(" ") if @opts[:ruby_opt]
-      Process.spawn(env, "bundle", "exec", "narwhal", "-E", "production", "-l", "127.0.0.1:#{port}",
+      config = []
+      if @opts[:access_log]
+        File.write(File.join(tmp, "narwhal.rb"), "access_log #{File.join(tmp, 'access.log').inspect}, " \
+                                                 "format: :#{@opts[:access_log]}\n")
+        config = ["-c", File.join(tmp, "narwhal.rb")]
+      end
+      Process.spawn(env, "bundle", "exec", "narwhal", "-E", "production", "-l", "127.0.0.1:#{port}", *config,
                     File.join(ROOT, "bench", "alloc_app.ru"),
                     chdir: ROOT, in: File::NULL, out: log, err: %i[child out])
     end
@@ -171,7 +178,7 @@ module Bench
       per = r["allocated"].fdiv(r["requests"])
       n = r["sample_requests"]
       puts "narwhal, examples/hello.ru, request: #{@opts[:request]}, #{r['ruby']}" \
-           "#{' +YJIT' if r['yjit']}"
+           "#{' +YJIT' if r['yjit']}#{", access_log :#{@opts[:access_log]}" if @opts[:access_log]}"
       puts
       how = @opts[:request] == "close" ? "a connection per request" : "keep-alive"
       puts format("**%.2f objects/request** (GC.stat(:total_allocated_objects) over requests %d..%d, %s)",
@@ -196,7 +203,7 @@ module Bench
   end
 
   def self.allocation_options(argv)
-    opts = { from: 1_000, to: 11_000, sample: 100, request: "wrk", sites: 25, ruby_opt: nil }
+    opts = { from: 1_000, to: 11_000, sample: 100, request: "wrk", sites: 25, ruby_opt: nil, access_log: nil }
     OptionParser.new do |o|
       o.banner = "Usage: ruby bench/allocations.rb [options]"
       o.on("--from N", Integer, "first mark (1000)") { |v| opts[:from] = v }
@@ -207,6 +214,9 @@ module Bench
       end
       o.on("--sites N", Integer, "allocation sites listed (25)") { |v| opts[:sites] = v }
       o.on("--ruby-opt OPTS", "extra RUBYOPT for the server, e.g. --yjit") { |v| opts[:ruby_opt] = v }
+      o.on("--access-log FORMAT", %w[combined json], "with access_log on: combined or json") do |v|
+        opts[:access_log] = v
+      end
     end.parse!(argv)
     opts
   end

@@ -52,6 +52,8 @@ module Narwhal
   autoload :Dispatcher, "narwhal/dispatcher"
   autoload :ThreadPool, "narwhal/thread_pool"
   autoload :AcceptGate, "narwhal/accept_gate"
+  autoload :AccessLog, "narwhal/access_log"
+  autoload :QueueTime, "narwhal/queue_time"
   autoload :ForkGuard, "narwhal/fork_guard"
   autoload :ForkError, "narwhal/fork_guard"
   autoload :ResponseWriter, "narwhal/response_writer"

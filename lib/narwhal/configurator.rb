@@ -64,6 +64,7 @@ module Narwhal
       worker_exec: false,
       trust_x_forwarded: true,
       early_hints: false,
+      access_log: nil, # [path, format]
       client_body_buffer_size: 112 * KIB,
       client_max_body_size: 1 * GIB,
       max_request_line: 16 * KIB,

@@ -38,6 +38,7 @@ module Narwhal
     SEND = 5 # the response is complete; the reactor sends what is spooled
 
     CONTINUE = "HTTP/1.1 100 Continue\r\n\r\n"
+    EMPTY_ENV = {}.freeze
     REQUEST_METHOD = Request::REQUEST_METHOD
     PATH_INFO = Request::PATH_INFO
 
@@ -49,7 +50,8 @@ module Narwhal
 
     # What every connection of a serving process shares. keepalive turns
     # false on a graceful stop: responses then say Connection: close.
-    Context = Struct.new(:limits, :dispatcher, :logger, :counters, :keepalive)
+    # access_log: the AccessLog (nil: off), for the requests refused here.
+    Context = Struct.new(:limits, :dispatcher, :logger, :counters, :keepalive, :access_log)
 
     attr_reader :deadline, :request
     # Let in at capacity after waiting in the listen queue: its first
@@ -316,9 +318,12 @@ module Narwhal
       reject(error.status)
     end
 
-    # Sent whole before returning: the socket is shut down next.
+    # Sent whole before returning: the socket is shut down next. Logged
+    # as far as the request was read (no duration, no queue time).
     def send_error(status)
-      @out.write(ErrorResponse.bytes(status, head: @request.head?))
+      head = @request.head?
+      @context.access_log&.refused(@env || EMPTY_ENV, status, ErrorResponse.body_bytesize(status, head: head))
+      @out.write(ErrorResponse.bytes(status, head: head))
       @out.flush
     rescue IOError, SystemCallError
       nil

@@ -20,5 +20,10 @@ module Narwhal
       ResponseHead.new.write(buf, status, HEADERS, ["#{MESSAGES.fetch(status, 'Error')}\n"], flags)
       buf
     end
+
+    # The bytes of the body of #bytes (the access log's count).
+    def self.body_bytesize(status, head: false)
+      head ? 0 : MESSAGES.fetch(status, "Error").bytesize + 1
+    end
   end
 end

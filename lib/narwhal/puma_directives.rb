@@ -11,8 +11,8 @@ module Narwhal
                  "pid PATH; see docs/SIGNALS.md)"
     NO_TLS = "narwhal does not terminate TLS; put nginx or haproxy in front (examples/nginx.conf) and listen " \
              "on a local port or a Unix socket"
-    NO_ACCESS_LOG = "narwhal writes no access log of its own; in development rackup's Rack::CommonLogger " \
-                    "does (-N or default_middleware false removes it)"
+    ACCESS_LOG = "use access_log PATH (format: :combined or :json) for narwhal's own access log, off by " \
+                 "default; in development rackup's Rack::CommonLogger also logs (-N removes it)"
     AFTER_FORK = "use after_fork { |server, worker| ... } (runs in each new worker before it loads the app)"
     READY = "use after_worker_ready { |server, worker| ... } (runs in each worker once it serves)"
 
@@ -32,8 +32,8 @@ module Narwhal
       preload_app!: "use preload_app true",
       daemonize: "use -D on the command line",
       debug: "use -d on the command line",
-      quiet: NO_ACCESS_LOG,
-      log_requests: NO_ACCESS_LOG,
+      quiet: ACCESS_LOG,
+      log_requests: ACCESS_LOG,
       custom_logger: "use logger OBJECT",
       log_formatter: "use logger Logger.new($stderr, formatter: ...)",
       tag: "narwhal has no process tag; its processes are titled \"narwhal master\" and \"narwhal worker[N]\"",

@@ -16,6 +16,10 @@ module Narwhal
   # code only, and is answered here (503, or a closed connection once
   # bytes went out; logged with its backtrace; rack.response_finished
   # gets it). on_timeout then tells the worker its app may be broken.
+  #
+  # Queue time (QueueTime, from the proxy's X-Request-Start) goes into
+  # env just before the app runs; with access_log on, the request's line
+  # is written once its response is handed to the connection.
   class Responder
     KEEP = :keep
     CLOSE = :close
@@ -27,9 +31,11 @@ module Narwhal
     # slot: the calling thread's scoreboard slot; counters: the worker's.
     # soft_timeout: this thread's SoftTimeout::Watch (nil: soft_timeout is
     # off). on_timeout: called, on this thread, once a request's app code
-    # was interrupted by it (the worker may want to retire).
-    def initialize(app, logger, slot, counters, soft_timeout: nil, on_timeout: nil)
+    # was interrupted by it (the worker may want to retire). access_log:
+    # this thread's AccessLog::Format, nil when the log is off.
+    def initialize(app, logger, slot, counters, soft_timeout: nil, on_timeout: nil, access_log: nil)
       @app = app
+      @access_log = access_log
       @logger = logger
       @slot = slot
       @counters = counters
@@ -55,14 +61,42 @@ module Narwhal
       env = request.env
       # the master names the request from these (timeout log line, status)
       @slot.request_started(env[REQUEST_METHOD], env[PATH_INFO])
+      queue_time = queue_time(env)
+      started = Clock.now if @access_log
       begin
         outcome = call_app(request, env)
+        log_request(request, env, started, queue_time) if @access_log
         run_callbacks(request, env)
       ensure
-        @status = @headers = @error = nil
+        @status = @headers = @error = @returned = @answered = nil
         @slot.request_finished
       end
       outcome
+    end
+
+    # The one place a request's queue time is taken (nil without a usable
+    # X-Request-Start): into env for the app and into the queue-time
+    # histogram, just before the app runs (with request threads, after the
+    # wait for a thread).
+    def queue_time(env)
+      seconds = QueueTime.seconds(env)
+      if seconds
+        env[QueueTime::ENV_KEY] = seconds
+        @slot.queue_time(seconds) # the histogram /metrics shows
+      end
+      seconds
+    end
+
+    # The status the client got: the server's error response (@answered)
+    # or the app's; body bytes: what went to the connection after the head.
+    # A hijacked response counts what narwhal wrote before the app took the
+    # socket.
+    def log_request(request, env, started, queue_time)
+      bytes = if @answered then ErrorResponse.body_bytesize(@answered, head: request.head?)
+              elsif @status && @writer.started then [request.out.sent - @mark - @writer.head_bytesize, 0].max
+              else 0
+              end
+      @access_log.record(env, @answered || @returned || 0, @headers, bytes, Clock.now - started, queue_time)
     end
 
     # The outcome; CLOSE on any failure, which is kept in @error. The app's
@@ -70,6 +104,8 @@ module Narwhal
     # may interrupt; the writes to the socket within it never are.
     def call_app(request, env)
       status, headers, body = @watch ? @watch.interruptible { @app.call(env) } : @app.call(env)
+      @returned = status
+      @mark = request.out.sent if @access_log # early hints are not the response's bytes
       return HIJACKED if request.hijacked?
 
       @status = status
@@ -111,6 +147,7 @@ module Narwhal
       # @status is set once the app returned: only then can bytes have gone out
       return if (@status && @writer.started) || request.hijacked?
 
+      @answered = 500
       request.out.write(ErrorResponse.bytes(500, head: request.head?))
     rescue IOError, SystemCallError
       nil
@@ -142,6 +179,7 @@ module Narwhal
                     "soft_timeout (#{@watch.seconds}s); #{answer}#{ErrorMessage.backtrace(error)}")
       return if in_close || @watch.response_started? || request.hijacked?
 
+      @answered = 503
       request.out.write(ErrorResponse.bytes(503, head: request.head?))
     rescue IOError, SystemCallError
       nil

@@ -6,6 +6,7 @@ module Narwhal
   # Responder: its head buffer is reused for every response.
   class ResponseWriter
     HIJACKED = :hijacked
+    HEAD_END = "\r\n\r\n"
 
     # true once any byte of the current response went to the socket
     attr_reader :started
@@ -48,6 +49,12 @@ module Narwhal
         return HIJACKED
       end
       write_body(out, body, mode, hint, path) && @head.keepalive?
+    end
+
+    # The size of the last response's head (its buffer may hold a small
+    # body after it): what the access log subtracts to count body bytes.
+    def head_bytesize
+      @buf.index(HEAD_END) + HEAD_END.bytesize
     end
 
     private

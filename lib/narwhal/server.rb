@@ -51,7 +51,9 @@ module Narwhal
       # one per process: the bound on what its connections spool together
       @spool_budget = SpoolBudget.new(config[:response_spool_max], config[:response_buffer_size])
       @soft_timeout = SoftTimeout.new(config[:soft_timeout], @logger) if config[:soft_timeout]
-      @context = Connection::Context.new(@limits, dispatcher, @logger, @counters, true)
+      path, format = config[:access_log]
+      @access_log = path && AccessLog.open(path, format, @logger)
+      @context = Connection::Context.new(@limits, dispatcher, @logger, @counters, true, @access_log)
       @master_pipe = master_pipe
       @ready = ready
       @signals = nil # SignalQueue, while running
@@ -85,6 +87,7 @@ module Narwhal
       ForkGuard.disarm
       @soft_timeout&.stop
       @listeners.each(&:close) if @standalone
+      @standalone ? @access_log&.close : @access_log&.flush
       restore_signals
     end
 
@@ -105,7 +108,8 @@ module Narwhal
     def responder_for(thread, thread_slot)
       watch = @soft_timeout&.watch(thread, thread_slot)
       Responder.new(@app, @logger, thread_slot, @counters,
-                    soft_timeout: watch, on_timeout: method(:request_interrupted))
+                    soft_timeout: watch, on_timeout: method(:request_interrupted),
+                    access_log: @access_log&.line_writer)
     end
 
     # On the app thread, after soft_timeout interrupted its request: the
@@ -180,7 +184,9 @@ module Narwhal
       @signals.clear_wakeups
       while (sig = @signals.pop)
         case sig
-        when "USR1" then LogReopener.reopen_logs(@config, @logger)
+        when "USR1"
+          @access_log&.flush # the lines so far go to the file being rotated
+          LogReopener.reopen_logs(@config, @logger)
         when "QUIT" then graceful_stop("QUIT received: finishing requests in progress")
         when RETIRE
           graceful_stop("retiring after a soft timeout: finishing requests in progress, then exiting to be replaced")
@@ -194,6 +200,7 @@ module Narwhal
     end
 
     def quick_exit
+      @access_log&.flush_at_exit
       exit!(0)
     end
 
@@ -214,6 +221,7 @@ module Narwhal
       limit = @config[:timeout]
       Thread.new do
         sleep(limit)
+        @access_log&.flush_at_exit
         exit!(1)
       end
     end

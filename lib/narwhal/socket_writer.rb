@@ -25,7 +25,9 @@ module Narwhal
     # Read size where sendfile(2) is not available.
     FILE_READ_SIZE = 64 * 1024
 
-    attr_reader :io
+    # sent: the bytes taken for the client on this connection, sent or
+    # spooled (the access log's count)
+    attr_reader :io, :sent
 
     # budget: the worker's SpoolBudget; nil never spools.
     def initialize(io, timeout, budget = nil)
@@ -33,9 +35,11 @@ module Narwhal
       @timeout = timeout
       @budget = budget
       @spool = nil # made on the first write the socket does not take whole
+      @sent = 0
     end
 
     def write(str)
+      @sent += str.bytesize
       return write_behind_spool(str) if @spool && !@spool.empty?
 
       n = @io.write_nonblock(str, exception: false)
@@ -52,13 +56,16 @@ module Narwhal
     def write_file(file, length)
       if @spool && !@spool.empty?
         @spool.flush_nonblock(@io)
-        return length if !@spool.empty? && spool_file(file, 0, length)
+        if !@spool.empty? && spool_file(file, 0, length)
+          @sent += length
+          return length
+        end
       end
       wait_for_spool
       if Narwhal.respond_to?(:sendfile_nonblock)
         sendfile(file, length)
       else
-        copy_by_reading(file, length)
+        copy_by_reading(file, length) # counted by #write
       end
     rescue StandardError => e
       raise client_gone(e)
@@ -152,7 +159,10 @@ module Narwhal
       while sent < length
         n = Narwhal.sendfile_nonblock(out, src, sent, [FILE_SLICE, length - sent].min)
         if n.nil?
-          return length if spool_file(file, sent, length - sent)
+          if spool_file(file, sent, length - sent)
+            @sent += length
+            return length
+          end
 
           wait_writable
         elsif n.zero?
@@ -161,6 +171,7 @@ module Narwhal
           sent += n
         end
       end
+      @sent += sent
       sent
     end
 

@@ -17,6 +17,7 @@ class HaproxyTest < Minitest::Test
   APP = <<~'RU'
     run lambda { |env|
       File.write("up.log", "#{env['REQUEST_METHOD']} #{env['HTTP_HOST']}\n", mode: "a") if env["PATH_INFO"] == "/up"
+      return [200, {}, ["queue_time=#{env['narwhal.queue_time'].inspect}"]] if env["PATH_INFO"] == "/queue"
       [200, { "content-type" => "text/plain" }, ["ok #{Process.pid}"]]
     }
   RU
@@ -72,7 +73,9 @@ class HaproxyTest < Minitest::Test
   def get(path = "/")
     sock = TCPSocket.new("127.0.0.1", @port)
     sock.write("GET #{path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n")
-    sock.read[%r{\AHTTP/1\.[01] (\d{3})}, 1].to_i
+    response = sock.read
+    @last_body = response.split("\r\n\r\n", 2)[1]
+    response[%r{\AHTTP/1\.[01] (\d{3})}, 1].to_i
   ensure
     sock&.close
   end
@@ -87,6 +90,16 @@ class HaproxyTest < Minitest::Test
     wait_until(timeout: 15, message: "haproxy's health check") { File.exist?(up_log) }
     assert_equal "GET localhost", File.readlines(up_log, chomp: true).first
     refute_match(%r{narwhal/narwhal is DOWN}, haproxy_log)
+  end
+
+  # X-Request-Start t=%[date(0,ms)] of the example
+  def test_queue_time_from_haproxys_header_reaches_the_app
+    assert_equal 200, get("/queue")
+    seen = @last_body[/queue_time=(\d+\.\d+(?:e-\d+)?)/, 1] # (chunked with Rack 2's Lint)
+    assert seen, "the app got no queue time: #{@last_body}"
+    seen = Float(seen)
+    assert_operator seen, :>=, 0
+    assert_operator seen, :<, 5
   end
 
   def test_usr2_and_quit_of_the_old_master_through_haproxy

@@ -20,6 +20,7 @@ class NginxTest < Minitest::Test
   APP = <<~'RU'
     run lambda { |env|
       sleep 10 if env["PATH_INFO"] == "/hang"
+      return [200, {}, ["queue_time=#{env['narwhal.queue_time'].inspect}"]] if env["PATH_INFO"] == "/queue"
       [200, { "content-type" => "text/plain" }, ["ok #{Process.pid}"]]
     }
   RU
@@ -123,6 +124,16 @@ class NginxTest < Minitest::Test
       wait_until(message: "replacement") { !@server.worker_pids.include?(victim) && @server.worker_pids.size == 2 }
     end
     assert_all_ok(statuses)
+  end
+
+  # X-Request-Start "t=${msec}" of the example
+  def test_queue_time_from_nginxs_header_reaches_the_app
+    assert_equal 200, get("/queue")
+    seen = @last_body[/queue_time=(\d+\.\d+(?:e-\d+)?)/, 1] # (chunked with Rack 2's Lint)
+    assert seen, "the app got no queue time: #{@last_body}"
+    seen = Float(seen)
+    assert_operator seen, :>=, 0
+    assert_operator seen, :<, 5
   end
 
   def test_a_request_past_timeout_is_a_502_and_the_next_succeeds

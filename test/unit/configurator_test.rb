@@ -225,6 +225,27 @@ class ConfiguratorTest < Minitest::Test
                  config_error("soft_timeout 5, keep_worker: 'yes'\n")
   end
 
+  def test_access_log_is_off_by_default_and_takes_a_path_and_a_format
+    assert_nil Narwhal::Configurator.new[:access_log]
+    path = write_config("access_log 'log/access.log'\naccess_log 'a.log', format: :json\n")
+    File.write(path, "access_log 'a.log'\n")
+    assert_equal [File.expand_path("a.log"), :combined], Narwhal::Configurator.new(file: path)[:access_log]
+    File.write(path, "working_directory #{@dir.inspect}\naccess_log 'a.log', format: 'json'\naccess_log nil\n" \
+                     "access_log 'b.log', format: :json\n")
+    assert_equal [File.join(@dir, "b.log"), :json], Narwhal::Configurator.new(file: path)[:access_log]
+  end
+
+  def test_access_log_errors_name_file_and_line
+    assert_equal "2: access_log format: must be :combined or :json, got :common",
+                 config_error("\naccess_log 'a.log', format: :common\n")
+    assert_equal "1: access_log's one option is format: :combined or :json, got {:fromat=>:json}",
+                 config_error("access_log 'a.log', fromat: :json\n")
+    assert_equal "1: access_log expects a path String (or nil: off), got :stdout", config_error("access_log :stdout\n")
+    assert_equal "1: access_log /nonexistent/dir/a.log: its directory /nonexistent/dir does not exist",
+                 config_error("access_log '/nonexistent/dir/a.log'\n")
+    assert_equal "1: access_log #{@dir}: is a directory", config_error("access_log #{@dir.inspect}\n")
+  end
+
   def test_unsupported_listen_option
     path = write_config("listen ':9000', tcp_nopushh: true\n")
     e = assert_raises(Narwhal::ConfigError) { Narwhal::Configurator.new(file: path) }

@@ -139,6 +139,25 @@ module Narwhal
                            "the master kills the worker at timeout, so the soft timeout would never come"
       end
 
+      # access_log PATH, format: :combined (default) or :json; nil: off.
+      # Relative to working_directory, as the other paths. The workers open
+      # it (after switching user): the master checks what it can now.
+      def access_log(path, options = {})
+        return @config.settings[:access_log] = nil if path.nil?
+
+        check(path.is_a?(String) && !path.empty?, "access_log expects a path String (or nil: off), got #{path.inspect}")
+        check(options.is_a?(Hash) && (options.keys - [:format]).empty?,
+              "access_log's one option is format: :combined or :json, got #{options.inspect}")
+        format = options.fetch(:format, AccessLog::DEFAULT_FORMAT)
+        format = format.to_sym if format.is_a?(String)
+        check(AccessLog::FORMATS.key?(format),
+              "access_log format: must be :combined or :json, got #{options[:format].inspect}")
+        full = File.expand_path(path, @base_dir || Dir.pwd)
+        problem = AccessLog.path_problem(full)
+        check(problem.nil?, "access_log #{full}: #{problem}")
+        @config.settings[:access_log] = [full, format]
+      end
+
       def client_max_body_size(bytes)
         if bytes.nil?
           @config.settings[:client_max_body_size] = nil

@@ -1,0 +1,149 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require "json"
+require "logger"
+require "stringio"
+require "time"
+
+# The lines AccessLog writes, read back from its file: the combined format
+# as Apache and nginx write it, JSON that parses, and client bytes that
+# cannot break either.
+class AccessLogTest < Minitest::Test
+  # Apache's combined format, then duration, queue time and request id.
+  QUOTED = /"((?:[^"\\]|\\.)*)"/
+  STAMP = %r{\[(\d\d/\w{3}/\d{4}:\d\d:\d\d:\d\d [+-]\d{4})\]}
+  SECONDS = /(\d+\.\d{6}|-)/
+  COMBINED = /\A(\S+) - (\S+) #{STAMP} #{QUOTED} (\d{3}) (\d+) #{QUOTED} #{QUOTED} #{SECONDS} #{SECONDS} #{QUOTED}\n\z/
+
+  ENV_GET = {
+    "REMOTE_ADDR" => "10.0.0.7", "REQUEST_METHOD" => "GET", "REQUEST_URI" => "/a?b=1",
+    "SERVER_PROTOCOL" => "HTTP/1.1", "HTTP_USER_AGENT" => "curl/7.88.1", "HTTP_REFERER" => "http://x/"
+  }.freeze
+
+  def setup
+    @dir = Dir.mktmpdir("narwhal-access-log")
+    @path = File.join(@dir, "access.log")
+    @errors = StringIO.new
+  end
+
+  def teardown
+    @log&.close
+    FileUtils.rm_rf(@dir)
+  end
+
+  def writer(format)
+    @log = Narwhal::AccessLog.open(@path, format, Logger.new(@errors))
+    @log.line_writer
+  end
+
+  # What the file holds once the buffer is written out.
+  def lines
+    @log&.flush
+    File.readlines(@path)
+  end
+
+  def test_combined_line
+    writer(:combined).record(ENV_GET.merge("HTTP_X_REQUEST_ID" => "req-1"), 200, {}, 5, 0.000214, 0.0015)
+    line = lines.first
+    m = COMBINED.match(line)
+    assert m, line
+    assert_equal ["10.0.0.7", "-", "GET /a?b=1 HTTP/1.1", "200", "5", "http://x/", "curl/7.88.1", "0.000214",
+                  "0.001500", "req-1"], m.captures.values_at(0, 1, 3..10)
+    assert_in_delta Time.now.to_i, Time.strptime(m[3], "%d/%b/%Y:%H:%M:%S %z").to_i, 5
+  end
+
+  def test_combined_unknowns_are_dashes_and_the_request_id_may_come_from_the_response
+    log = writer(:combined)
+    log.record({ "REMOTE_ADDR" => "127.0.0.1" }, 400, nil, 12, nil, nil)
+    log.record(ENV_GET.merge("HTTP_USER_AGENT" => ""), 200, { "x-request-id" => "from-app" }, 0, 0.5, nil)
+    first, second = lines.map { |l| COMBINED.match(l) }
+    assert_equal ["-", "400", "12", "-", "-", "-", "-", "-"], first.captures.values_at(3..10)
+    assert_equal ["-", "from-app"], second.captures.values_at(7, 10)
+  end
+
+  def test_combined_escapes_what_would_break_the_line
+    env = ENV_GET.merge("REQUEST_URI" => "/\"quoted\"\\x".b, "HTTP_USER_AGENT" => "evil\n127.0.0.1 - - fake\x01",
+                        "HTTP_REFERER" => "caf\xC3\xA9".b, "REMOTE_USER" => "bob smith",
+                        "HTTP_X_REQUEST_ID" => "id\"x")
+    writer(:combined).record(env, 200, {}, 1, 0.1, nil)
+    assert_equal 1, lines.size
+    m = COMBINED.match(lines.first)
+    assert m, lines.first
+    assert_equal ['GET /\x22quoted\x22\x5Cx HTTP/1.1', 'caf\xC3\xA9', 'evil\x0A127.0.0.1 - - fake\x01', 'id\x22x'],
+                 m.captures.values_at(3, 6, 7, 10)
+    assert_equal 'bob\x20smith', m[2] # a bare field: its space escaped too
+  end
+
+  def test_json_line_parses_with_every_field
+    writer(:json).record(ENV_GET.merge("HTTP_X_REQUEST_ID" => "req-1"), 201, {}, 5, 0.000214, 0.0015)
+    line = lines.first
+    assert line.end_with?("}\n")
+    entry = JSON.parse(line)
+    assert_equal({ "remote_addr" => "10.0.0.7", "remote_user" => nil, "method" => "GET", "uri" => "/a?b=1",
+                   "protocol" => "HTTP/1.1", "status" => 201, "bytes" => 5, "duration" => 0.000214,
+                   "queue_time" => 0.0015, "request_id" => "req-1", "referer" => "http://x/",
+                   "user_agent" => "curl/7.88.1" }, entry.except("time"))
+    assert_match(/\A\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}[+-]\d\d:\d\d\z/, entry["time"])
+    assert_in_delta Time.now.to_f, Time.iso8601(entry["time"]).to_f, 5
+  end
+
+  def test_json_escapes_and_keeps_utf8_and_invalid_bytes_stay_json
+    env = { "REMOTE_ADDR" => "unix", "REQUEST_METHOD" => "GET", "REQUEST_URI" => "/\"a\"\\\t\x7f".b,
+            "HTTP_USER_AGENT" => "caf\xC3\xA9 \u2603".b, "HTTP_REFERER" => "bad\xFF\xC3".b,
+            "REMOTE_USER" => "caf\u00e9" }
+    writer(:json).record(env, 200, nil, 0, nil, nil)
+    assert_equal 1, lines.size
+    entry = JSON.parse(lines.first)
+    assert_equal "/\"a\"\\\t\u007f", entry["uri"]
+    assert_equal "café ☃", entry["user_agent"]
+    assert_equal "bad\u00ff\u00c3", entry["referer"]
+    assert_equal "café", entry["remote_user"]
+    assert_nil entry["protocol"]
+    assert_nil entry["duration"]
+  end
+
+  def test_a_failing_write_is_logged_not_raised
+    log = writer(:combined)
+    access = @log
+    access.close
+    @log = nil
+    log.record(ENV_GET, 200, {}, 1, 0.1, nil)
+    access.flush
+    log.record(ENV_GET, 200, {}, 1, 0.1, nil)
+    access.flush
+    assert_equal 1, @errors.string.scan(/access_log #{Regexp.escape(@path)}: IOError/).size, @errors.string
+  end
+
+  def test_lines_wait_at_most_a_second_then_go_out_together
+    log = writer(:combined)
+    3.times { log.record(ENV_GET, 200, {}, 1, 0.1, nil) }
+    assert_equal 0, File.size(@path), "gathered, not written one by one"
+    wait_until(timeout: 5, message: "the flush a second later") { File.size(@path).positive? }
+    assert_equal 3, File.readlines(@path).size
+  end
+
+  def test_the_buffer_is_written_before_it_would_pass_its_bound
+    log = writer(:combined)
+    long = ENV_GET.merge("REQUEST_URI" => "/#{'a' * 10_000}")
+    4.times { log.record(long, 200, {}, 1, 0.1, nil) } # 3 fit in 32 KiB
+    assert_equal 3, File.readlines(@path).size
+    log.record(ENV_GET.merge("REQUEST_URI" => "/#{'b' * 40_000}"), 200, {}, 1, 0.1, nil) # alone: past the bound
+    assert_equal 5, File.readlines(@path).size
+    assert(lines.all? { |l| COMBINED.match?(l) })
+  end
+
+  def test_a_file_that_cannot_be_opened_is_a_boot_error
+    e = assert_raises(Narwhal::BootError) { Narwhal::AccessLog.open(File.join(@dir, "no/such.log"), :json, nil) }
+    assert_equal "cannot open access_log #{@dir}/no/such.log: no such file or directory", e.message
+  end
+
+  def test_a_line_in_one_write_on_an_append_only_file
+    log = writer(:combined)
+    file = @log.instance_variable_get(:@file)
+    assert_equal File::APPEND, file.fcntl(Fcntl::F_GETFL) & File::APPEND
+    assert Narwhal::LogReopener.reopenable?(file), "USR1 reopens it"
+    log.record(ENV_GET, 200, {}, 1, 0.1, nil)
+    assert_equal 1, lines.size
+  end
+end
