@@ -159,4 +159,29 @@ class ControlListenerTest < Minitest::Test
     refute status.success?
     assert_match(/narwhal status: no answer from the control listener/, err)
   end
+
+  # X-Request-Start as nginx sets it (t= milliseconds): the wait before the
+  # app ran lands in the queue-time histogram; a request without the header,
+  # or with a stamp from the future, adds nothing.
+  def test_queue_time_from_the_proxy_header_fills_its_histogram
+    start(%(control_listen "127.0.0.1:0"\n))
+    port = Integer(@server.log[/listening on addr=127\.0\.0\.1:(\d+)/, 1])
+    stamp = ((Time.now.to_f - 0.2) * 1000).round # 200 ms in the proxy's queue
+    future = ((Time.now.to_f + 600) * 1000).round
+    [{ "x-request-start" => "t=#{stamp}" }, {}, { "x-request-start" => "t=#{future}" }].each do |headers|
+      sock = TCPSocket.new("127.0.0.1", port)
+      @clients << sock
+      sock.write("GET / HTTP/1.1\r\nhost: x\r\n#{headers.map { |k, v| "#{k}: #{v}\r\n" }.join}\r\n")
+      assert_equal 200, Narwhal::RawClient.new(sock).read_response(timeout: 10).status
+    end
+    text = wait_until(message: "three requests counted") do
+      t = metrics
+      t if sample(t, %(narwhal_worker_requests_total{worker="0"})) == 3
+    end
+    assert_equal 1, sample(text, %(narwhal_queue_time_seconds_count{worker="0"}))
+    assert_equal 0, sample(text, %(narwhal_queue_time_seconds_bucket{worker="0",le="0.1"}))
+    assert_equal 1, sample(text, %(narwhal_queue_time_seconds_bucket{worker="0",le="0.5"}))
+    assert_in_delta 0.2, sample(text, %(narwhal_queue_time_seconds_sum{worker="0"})), 0.25
+    promtool_check(text)
+  end
 end
