@@ -31,6 +31,16 @@ module Narwhal
       saved&.each { |k, v| ENV[k] = v }
     end
 
+    # A body in which a test app wrote "queue_time=SECONDS" (its
+    # env["narwhal.queue_time"]): a proxy's X-Request-Start reached it, as
+    # a plausible wait of a few seconds at most.
+    def assert_queue_time_reported(body)
+      seen = body[/queue_time=(\d+\.\d+(?:e-\d+)?)/, 1] # (chunked with Rack 2's Lint)
+      assert seen, "the app got no queue time: #{body}"
+      assert_operator Float(seen), :>=, 0
+      assert_operator Float(seen), :<, 5
+    end
+
     # Polls the block until it returns a truthy value or the deadline passes.
     def wait_until(timeout: 10, interval: 0.01, message: "condition")
       deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + timeout

@@ -132,11 +132,22 @@ module Bench
     server "narwhal-baseline", model: :processes, restart: :reexec,
                                settings: "narwhal at #{commit.empty? ? dir : commit}, process-only: P × T processes, " \
                                          "narwhal's config without `threads`" do |l|
-      conf = l.config_file("narwhal.conf.rb", unicorn_config(l, preload: l.preload))
-      env, argv = bundle("ruby", "-I", File.join(dir, "lib"), File.join(dir, "exe", "narwhal"), "-c", conf, l.app)
-      # a USR2 re-exec runs exe/narwhal again, without our -I
-      [env.merge("RUBYLIB" => File.join(dir, "lib")), argv]
+      narwhal_from(dir, l.config_file("narwhal.conf.rb", unicorn_config(l, preload: l.preload)), l.app)
     end
+    # This tree is then started the same way, not through the gem's binstub:
+    # the launch path alone moves hello's keep-alive p99 (the worker's heap
+    # is left fuller or emptier at fork), which must not pass for a change.
+    server "narwhal", model: :threads, restart: :reexec,
+                      settings: "as below, started as `ruby -I lib exe/narwhal` like narwhal-baseline" do |l|
+      narwhal_from(ROOT, l.config_file("narwhal.conf.rb", narwhal_config(l)), l.app)
+    end
+  end
+
+  # `ruby -I DIR/lib DIR/exe/narwhal -c conf app` under the bench bundle.
+  def self.narwhal_from(dir, conf, app)
+    env, argv = bundle("ruby", "-I", File.join(dir, "lib"), File.join(dir, "exe", "narwhal"), "-c", conf, app)
+    # a USR2 re-exec runs exe/narwhal again, without our -I
+    [env.merge("RUBYLIB" => File.join(dir, "lib")), argv]
   end
 
   server "puma", model: :threads, restart: "USR1",
