@@ -157,18 +157,6 @@ class KubernetesExampleTest < Minitest::Test
     client&.close
   end
 
-  def get(server, path)
-    client = server.connect
-    client.write("GET #{path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-    client.read_response(timeout: 30)
-  ensure
-    client&.close
-  end
-
-  def now
-    Process.clock_gettime(Process::CLOCK_MONOTONIC)
-  end
-
   SLOW_APP = <<~'RU'
     run lambda { |env|
       if env["PATH_INFO"] == "/slow"
@@ -191,12 +179,12 @@ class KubernetesExampleTest < Minitest::Test
     wait_until(timeout: 15, message: "/ready") { control_get(control, "/ready").status == 200 }
     assert_equal 200, control_get(control, "/health").status
     assert_match(/worker_processes :auto chose 2: CPU quota 2 CPU\(s\)/, server.log)
-    slow = Thread.new { get(server, "/slow") }
+    slow = Thread.new { server.get("/slow", timeout: 30) }
     wait_until(timeout: 15, message: "slow request started") { File.exist?(File.join(server.dir, "slow.started")) }
     server.signal(:TERM)
     wait_until(timeout: 5, message: "/ready turns 503") { control_get(control, "/ready").status == 503 }
     # the drain: the load balancer may still send new connections
-    during = get(server, "/during")
+    during = server.get("/during", timeout: 30)
     assert_equal [200, "done /during"], [during.status, during.body]
     assert_equal 200, control_get(control, "/health").status, "the master lives on while draining"
     response = slow.value

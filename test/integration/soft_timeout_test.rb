@@ -51,17 +51,9 @@ class SoftTimeoutIntegrationTest < Minitest::Test
     @servers&.each(&:stop)
   end
 
-  def get(server, path)
-    c = server.connect
-    c.write("GET #{path} HTTP/1.1\r\nHost: x\r\n\r\n")
-    c.read_response(timeout: 15)
-  ensure
-    c&.close
-  end
-
   # [pid, Ruby threads] of the worker that answers
   def worker_info(server)
-    body = get(server, "/pid").body
+    body = server.get("/pid").body
     [Integer(body[/\A\d+/]), Integer(body[/threads=(\d+)/, 1])]
   end
 
@@ -91,7 +83,7 @@ class SoftTimeoutIntegrationTest < Minitest::Test
   def test_keep_worker_serves_on_with_the_same_process
     server = start("soft_timeout 0.5, keep_worker: true\ntimeout 20\n")
     old, = worker_info(server)
-    assert_equal 503, get(server, "/slow").status
+    assert_equal 503, server.get("/slow").status
     assert_equal old.to_s, File.read(File.join(server.dir, "ensure-ran"))
     assert_equal old, worker_info(server).first
     assert_equal [old], server.worker_pids

@@ -144,6 +144,15 @@ module Narwhal
       RawClient.new(TCPSocket.new(host, port))
     end
 
+    # One GET on a new connection (Connection: close): its response.
+    def get(path, timeout: 15)
+      client = connect
+      client.write("GET #{path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+      client.read_response(timeout: timeout)
+    ensure
+      client&.close
+    end
+
     private
 
     def now
