@@ -156,7 +156,8 @@ namespace :fuzz do
   end
 end
 
-desc "Run the parser, scoreboard, poller and sendfile unit tests on an AddressSanitizer build of the extension"
+desc "Run the unit tests of the extension's parts (parser, scoreboard, poller, sendfile, access log lines) " \
+     "on an AddressSanitizer build of it"
 task :asan do
   libasan = begin
     `gcc -print-file-name=libasan.so`.strip
@@ -193,7 +194,9 @@ task :asan do
     require "narwhal_http/narwhal_http"
     loaded = $LOADED_FEATURES.grep(%r{narwhal_http/narwhal_http\\.so\\z})
     abort "asan: wrong extension loaded: \#{loaded.inspect}" unless loaded == [#{so.inspect}]
-    %w[http_parser scoreboard poller sendfile].each { |name| require File.expand_path("test/unit/\#{name}_test.rb") }
+    %w[http_parser scoreboard poller sendfile access_log].each do |name|
+      require File.expand_path("test/unit/\#{name}_test.rb")
+    end
     Minitest.after_run do
       loaded = $LOADED_FEATURES.grep(%r{narwhal_http/narwhal_http\\.so\\z})
       abort "asan: a second copy of the extension was loaded: \#{loaded.inspect}" unless loaded.size == 1

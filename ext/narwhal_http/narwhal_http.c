@@ -12,4 +12,5 @@ void Init_narwhal_http(void)
   nw_init_sendfile();
   nw_init_scoreboard();
   nw_init_poller();
+  nw_init_access_log();
 }

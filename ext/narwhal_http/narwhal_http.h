@@ -22,6 +22,7 @@ void nw_init_response(void);
 void nw_init_sendfile(void);
 void nw_init_scoreboard(void);
 void nw_init_poller(void);
+void nw_init_access_log(void);
 
 /* The scoreboard (scoreboard.c) and its slot objects (scoreboard_slots.c);
  * the layout is in scoreboard.h. The lookups raise IndexError. */

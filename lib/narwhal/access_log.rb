@@ -18,7 +18,6 @@ module Narwhal
     autoload :Format, "narwhal/access_log/format"
     autoload :Combined, "narwhal/access_log/combined"
     autoload :Json, "narwhal/access_log/json"
-    autoload :Escape, "narwhal/access_log/escape"
     autoload :Buffer, "narwhal/access_log/buffer"
 
     FORMATS = { combined: :Combined, json: :Json }.freeze
@@ -76,7 +75,7 @@ module Narwhal
       line_writer.record(env, status, nil, bytes, nil, nil)
     end
 
-    # One complete line (Format#record): gathered, written within a second.
+    # One complete line (Format#record): gathered, written at the next sweep.
     def write(line)
       @buffer << line
     end

@@ -81,7 +81,14 @@ module Narwhal
       @resume_at = nil    # when a back-off pause ends
       @listening = false  # listeners are in the epoll set
       @handoff = nil
+      @on_sweep = nil
       open_handoff if gate
+    end
+
+    # A duty of the loop's thread at every sweep, at least every
+    # SWEEP_INTERVAL while it runs (the access log's gathered lines).
+    def on_sweep(&block)
+      @on_sweep = block
     end
 
     # Accepts from listener (anything with #io and #accept_nonblock); each
@@ -383,6 +390,7 @@ module Narwhal
 
     def sweep(now)
       @next_sweep = now + SWEEP_INTERVAL
+      @on_sweep&.call
       room_again if @full
       back_off_over(now) if @resume_at
       @handlers.each do |handler, fd|

@@ -74,6 +74,7 @@ module Narwhal
       @listeners.each { |l| accept_from(l) }
       install_signals
       @reactor.watch(@master_pipe) { master_gone } if @master_pipe
+      @reactor.on_sweep { @access_log.flush } if @access_log
       @pool&.start(@reactor)
       ForkGuard.arm(@threads) if @pool
       @soft_timeout&.start

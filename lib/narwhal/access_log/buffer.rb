@@ -5,19 +5,19 @@ module Narwhal
     # Whole lines gathered for one write(2): a write per line costs a
     # system call per request, more than building the line. The lines of
     # all the worker's threads go into one buffer, under a lock, and out
-    # when the next line would pass the bound, a second after the first
-    # line waiting (a thread of its own waits for that, and sleeps while
-    # nothing waits), when the worker exits, and before USR1 reopens the
-    # file.
+    # when the next line would pass the bound, at the worker's next sweep
+    # (its reactor calls #flush at least every Reactor::SWEEP_INTERVAL),
+    # when the worker exits, and before USR1 reopens the file. No thread of
+    # its own: a thread that sleeps still costs every request about a
+    # microsecond (the GVL's bookkeeping).
     #
     # The bound keeps writes whole: the kernel appends a write to an
     # O_APPEND file whole, and one to a pipe whole up to PIPE_BUF; a line
     # longer than the bound goes out alone. A worker killed with SIGKILL
-    # (timeout, OOM) loses what waits, at most a second's lines.
+    # (timeout, OOM) loses what waits: the lines since its last sweep.
     class Buffer
       FILE_BOUND = 32 * 1024
       PIPE_BUF = 4096
-      FLUSH_INTERVAL = 1.0
 
       # out: called with the bytes to write (AccessLog#write_out).
       def initialize(out, bound)
@@ -25,25 +25,21 @@ module Narwhal
         @bound = bound
         @pending = String.new(capacity: bound, encoding: Encoding::BINARY)
         @lock = Mutex.new
-        @waiting = ConditionVariable.new
-        @flusher = nil
       end
 
       def <<(line)
         @lock.synchronize do
-          start_flusher unless @flusher
           flush_locked if @pending.bytesize + line.bytesize > @bound
           if line.bytesize > @bound
             @out.call(line)
           else
-            @waiting.signal if @pending.empty?
             @pending << line
           end
         end
       end
 
       def flush
-        @lock.synchronize { flush_locked }
+        @lock.synchronize { flush_locked } unless @pending.empty?
       end
 
       # From a signal handler just before exit!: no lock can be waited for
@@ -62,21 +58,6 @@ module Narwhal
 
         @out.call(@pending)
         @pending.clear
-      end
-
-      # In the worker, at its first line: the master (preload_app) and
-      # workers without an access log have no such thread.
-      def start_flusher
-        @flusher = Thread.new do
-          Thread.current.name = "narwhal access_log"
-          @lock.synchronize do
-            while true # rubocop:disable Style/InfiniteLoop
-              @waiting.wait(@lock) while @pending.empty?
-              @waiting.wait(@lock, FLUSH_INTERVAL) # let more lines come
-              flush_locked
-            end
-          end
-        end
       end
     end
   end

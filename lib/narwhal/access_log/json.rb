@@ -9,36 +9,21 @@ module Narwhal
     #    "method":"GET","uri":"/a?b=1","protocol":"HTTP/1.1","status":200,"bytes":5,
     #    "duration":0.000214,"queue_time":0.001532,"request_id":"f3a1","referer":null,
     #    "user_agent":"curl/7.88.1"}
+    #
+    # Strings keep their UTF-8; the quote, the backslash and control
+    # characters are escaped, and the bytes of a string that is not valid
+    # UTF-8 are written as \u00HH (JSON has no bytes).
     class Json < Format
       TIME_FORMAT = "%Y-%m-%dT%H:%M:%S"
-      MILLIS = Array.new(1000) { |ms| format(".%03d", ms).freeze }.freeze
-      NULL = "null"
 
       private
 
       def build(buf, env, status, headers, bytes, duration, queue_time)
         ms = Process.clock_gettime(Process::CLOCK_REALTIME, :millisecond)
         second = ms / 1000
-        buf << "{\"time\":\"" << stamp(second) << MILLIS[ms - (second * 1000)] << @zone << "\""
-        string(buf, ",\"remote_addr\":", env[REMOTE_ADDR])
-        string(buf, ",\"remote_user\":", env[REMOTE_USER])
-        string(buf, ",\"method\":", env[REQUEST_METHOD])
-        string(buf, ",\"uri\":", env[REQUEST_URI])
-        string(buf, ",\"protocol\":", env[SERVER_PROTOCOL])
-        buf << ",\"status\":" << status << ",\"bytes\":" << bytes.to_s
-        seconds(buf << ",\"duration\":", duration, NULL)
-        seconds(buf << ",\"queue_time\":", queue_time, NULL)
-        string(buf, ",\"request_id\":", request_id(env, headers))
-        string(buf, ",\"referer\":", env[REFERER])
-        string(buf, ",\"user_agent\":", env[USER_AGENT])
-        buf << "}\n"
-      end
-
-      def string(buf, key, value)
-        buf << key
-        return buf << NULL if value.nil?
-
-        Escape.json(buf << "\"", value) << "\""
+        AccessLogLine.json(buf, stamp(second), ms - (second * 1000), @zone, env[REMOTE_ADDR], env[REMOTE_USER],
+                           env[REQUEST_METHOD], env[REQUEST_URI], env[SERVER_PROTOCOL], status, bytes, duration,
+                           queue_time, request_id(env, headers), env[REFERER], env[USER_AGENT])
       end
 
       # The zone's offset is part of the stamp's second (it changes with
