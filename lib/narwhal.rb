@@ -49,6 +49,7 @@ module Narwhal
   autoload :Request, "narwhal/request"
   autoload :ThreadedRequest, "narwhal/request"
   autoload :Responder, "narwhal/responder"
+  autoload :WatchedResponder, "narwhal/responder"
   autoload :Dispatcher, "narwhal/dispatcher"
   autoload :ThreadPool, "narwhal/thread_pool"
   autoload :AcceptGate, "narwhal/accept_gate"

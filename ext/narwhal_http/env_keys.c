@@ -8,8 +8,9 @@ VALUE nw_key_REQUEST_METHOD, nw_key_REQUEST_URI, nw_key_REQUEST_PATH,
     nw_key_PATH_INFO, nw_key_QUERY_STRING, nw_key_SERVER_NAME,
     nw_key_SERVER_PORT, nw_key_SERVER_PROTOCOL, nw_key_HTTP_VERSION,
     nw_key_HTTP_HOST, nw_key_CONTENT_LENGTH, nw_key_CONTENT_TYPE,
-    nw_key_URL_SCHEME, nw_val_HTTP_1_1, nw_val_HTTP_1_0, nw_val_port_80,
-    nw_val_port_443, nw_val_https, nw_val_http, nw_val_slash;
+    nw_key_URL_SCHEME, nw_key_HTTP_X_REQUEST_START, nw_key_HTTP_X_QUEUE_START,
+    nw_val_HTTP_1_1, nw_val_HTTP_1_0, nw_val_port_80, nw_val_port_443,
+    nw_val_https, nw_val_http, nw_val_slash;
 
 VALUE nw_fstring(const char *ptr, long len)
 {
@@ -38,6 +39,8 @@ void nw_init_env_keys(void)
   nw_key_CONTENT_LENGTH = keep("CONTENT_LENGTH");
   nw_key_CONTENT_TYPE = keep("CONTENT_TYPE");
   nw_key_URL_SCHEME = keep("rack.url_scheme");
+  nw_key_HTTP_X_REQUEST_START = keep("HTTP_X_REQUEST_START");
+  nw_key_HTTP_X_QUEUE_START = keep("HTTP_X_QUEUE_START");
   nw_val_HTTP_1_1 = keep("HTTP/1.1");
   nw_val_HTTP_1_0 = keep("HTTP/1.0");
   nw_val_port_80 = keep("80");

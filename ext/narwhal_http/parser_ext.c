@@ -18,6 +18,7 @@ typedef struct {
   VALUE env;      /* env being filled by execute */
   VALUE out;      /* String receiving chunked body data */
   VALUE deferred; /* fields whose names hold '_' (see on_headers_complete) */
+  int queue_stamp; /* the head has X-Request-Start or X-Queue-Start */
 } parser_wrap;
 
 static void wrap_mark(void *ptr)
@@ -140,6 +141,7 @@ static int on_field(void *data, int id, nw_span name, nw_span value, int trailer
     if (key == nw_key_HTTP_VERSION) return 0;
   }
 
+  if (!trailer && (key == nw_key_HTTP_X_REQUEST_START || key == nw_key_HTTP_X_QUEUE_START)) w->queue_stamp = 1;
   if (trailer) {
     /* trailers never replace what the header section said */
     if (!underscore && rb_hash_lookup2(w->env, key, Qundef) == Qundef)
@@ -194,6 +196,7 @@ static VALUE parser_alloc(VALUE klass)
   w->env = Qnil;
   w->out = Qnil;
   w->deferred = Qnil;
+  w->queue_stamp = 0;
   return obj;
 }
 
@@ -215,6 +218,7 @@ static VALUE parser_reset(VALUE self)
   w->env = Qnil;
   w->out = Qnil;
   w->deferred = Qnil;
+  w->queue_stamp = 0;
   return self;
 }
 
@@ -282,6 +286,14 @@ static VALUE parser_body_done_p(VALUE self)
   return get_wrap(self)->p.state == NW_S_BODY_DONE ? Qtrue : Qfalse;
 }
 
+/* queue_stamp? -> true when the head had X-Request-Start or X-Queue-Start:
+ * only then is the env looked up for them (QueueTime), which costs more
+ * than the rest of a request's bookkeeping. */
+static VALUE parser_queue_stamp_p(VALUE self)
+{
+  return get_wrap(self)->queue_stamp ? Qtrue : Qfalse;
+}
+
 static VALUE parser_chunked_p(VALUE self)
 {
   return (get_wrap(self)->p.flags & NW_F_CHUNKED) ? Qtrue : Qfalse;
@@ -324,6 +336,7 @@ void nw_init_parser(void)
   rb_define_method(cHttpParser, "head_done?", parser_head_done_p, 0);
   rb_define_method(cHttpParser, "body_done?", parser_body_done_p, 0);
   rb_define_method(cHttpParser, "chunked?", parser_chunked_p, 0);
+  rb_define_method(cHttpParser, "queue_stamp?", parser_queue_stamp_p, 0);
   rb_define_method(cHttpParser, "keepalive?", parser_keepalive_p, 0);
   rb_define_method(cHttpParser, "expect_continue?", parser_expect_continue_p, 0);
   rb_define_method(cHttpParser, "http11?", parser_http11_p, 0);

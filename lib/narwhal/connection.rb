@@ -21,6 +21,7 @@ module Narwhal
   # bytes), keepalive_timeout between requests.
   class Connection
     READ_SIZE = 16 * 1024
+    EMPTY_BUFFER = "".b.freeze
     # After an error response we read and drop what the client still sends,
     # so that closing does not reset the connection before it reads our answer.
     LINGER_SECONDS = 2
@@ -72,7 +73,7 @@ module Narwhal
       @parser = HttpParser.new
       @parser.configure(limits.max_request_line, limits.max_header_size,
                         limits.max_header_fields, limits.max_body_size)
-      @buf = String.new(capacity: READ_SIZE, encoding: Encoding::BINARY)
+      @buf = EMPTY_BUFFER.dup # sized by its first read; String.new(capacity:) would cost a Hash
       @rbuf = nil # second read buffer, only once bytes are left over
       @off = 0
       @state = IDLE
@@ -95,7 +96,7 @@ module Narwhal
       # `while true`, not `loop do`: a block here would cost allocations on
       # every request (this is the hot path)
       while true # rubocop:disable Style/InfiniteLoop
-        into = @off >= @buf.bytesize ? @buf : (@rbuf ||= String.new(capacity: READ_SIZE, encoding: Encoding::BINARY))
+        into = @off >= @buf.bytesize ? @buf : (@rbuf ||= EMPTY_BUFFER.dup)
         data = @io.read_nonblock(READ_SIZE, into, exception: false)
         return KEEP if data == :wait_readable
         return CLOSE if data.nil?
@@ -192,7 +193,7 @@ module Narwhal
           @state = HEAD
           @env = @request.start
           @idle_deadline = @deadline
-          @deadline = Clock.now + @header_timeout if @requests.positive?
+          @deadline = Clock.now + @header_timeout if @requests > 0 # rubocop:disable Style/NumericPredicate
         end
         if @state == HEAD
           @off = @parser.execute(@env, @buf, @off)
@@ -265,7 +266,7 @@ module Narwhal
     def serve
       @requests += 1
       keepalive = @parser.keepalive? && @requests < @keepalive_requests && @context.keepalive
-      @request.complete(@input, @parser.http11?, keepalive)
+      @request.complete(@input, @parser.http11?, keepalive, @parser.queue_stamp?)
       @state = SERVING
       @deadline = NO_DEADLINE
       outcome = @dispatcher.dispatch(@request, self)

@@ -32,19 +32,27 @@ module Narwhal
     # REQ_* bits for the response. out: the connection's SocketWriter.
     attr_reader :env, :flags, :out, :finished_callbacks, :after_reply
 
-    # template: the listener's env defaults (frozen, shared); server: see
-    # SERVING_ON.
-    def initialize(template, out, remote_addr, early_hints: false, server: SERVING_ON)
+    # template: the listener's env defaults (frozen, shared); early_hints:
+    # whether rack.early_hints is offered; server: see SERVING_ON.
+    # Positional, and the env built key by key: one is made per
+    # connection, and keywords through Class#new, a Hash literal or a
+    # Method object would each cost an object more.
+    def initialize(template, out, remote_addr, early_hints = false, server = SERVING_ON)
       @out = out
       @server = server
       @finished_callbacks = []
       @after_reply = []
-      @template = template.merge(REMOTE_ADDR => remote_addr, RACK_HIJACK => method(:hijack),
-                                 RESPONSE_FINISHED => @finished_callbacks, AFTER_REPLY => @after_reply)
-      @template[EARLY_HINTS] = method(:early_hints) if early_hints
+      @template = env = template.dup
+      env[REMOTE_ADDR] = remote_addr
+      env[RACK_HIJACK] = self # #call
+      env[RESPONSE_FINISHED] = @finished_callbacks
+      env[AFTER_REPLY] = @after_reply
+      env[EARLY_HINTS] = method(:early_hints) if early_hints
       @env = nil
       @flags = 0
       @hijacked = false
+      @request_method = nil
+      @queue_stamp = false
     end
 
     # A new request starts: the parser fills the env returned.
@@ -52,14 +60,22 @@ module Narwhal
       @env = @template.dup
     end
 
-    # The request is complete: input is its body (nil without one).
-    def complete(input, http11, keepalive)
+    # The request is complete: input is its body (nil without one);
+    # queue_stamp: its head has a proxy's X-Request-Start (or
+    # X-Queue-Start), which only then is looked for (QueueTime).
+    def complete(input, http11, keepalive, queue_stamp = false)
       @env[RACK_INPUT] = input.to_io if input
+      @request_method = method = @env[REQUEST_METHOD]
+      @queue_stamp = queue_stamp
       flags = http11 ? HTTP11 : 0
       flags |= KEEPALIVE if keepalive
-      flags |= HEAD if @env[REQUEST_METHOD] == HEAD_METHOD
+      flags |= HEAD if method == HEAD_METHOD
       @flags = flags
     end
+
+    # Its method as the client sent it (the env's may change in the app).
+    attr_reader :request_method, :queue_stamp
+    alias queue_stamp? queue_stamp
 
     # The response will say Connection: close (the worker sheds the client).
     def close_connection
@@ -83,13 +99,15 @@ module Narwhal
     end
 
     # rack.hijack (full hijack): the app takes the socket, after anything
-    # spooled for it (103 Early Hints).
+    # spooled for it (103 Early Hints). env["rack.hijack"] is the request
+    # itself: the app calls it.
     def hijack
       @out.flush
       @hijacked = true
       @env[RACK_HIJACK_IO] = @out.io if @env
       @out.io
     end
+    alias call hijack
 
     # rack.early_hints: 103 to an HTTP/1.1 client, nothing to others.
     def early_hints(headers)

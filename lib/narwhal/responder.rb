@@ -11,8 +11,8 @@ module Narwhal
   # current response's status, headers and error in instance variables,
   # not in an array per request, and forgets them once it is done.
   #
-  # With soft_timeout on, each request runs under the thread's
-  # SoftTimeout::Watch: Narwhal::RequestTimeout can interrupt the app's
+  # With soft_timeout on (WatchedResponder), each request runs under the
+  # thread's SoftTimeout::Watch: Narwhal::RequestTimeout can interrupt the app's
   # code only, and is answered here (503, or a closed connection once
   # bytes went out; logged with its backtrace; rack.response_finished
   # gets it). on_timeout then tells the worker its app may be broken.
@@ -29,39 +29,22 @@ module Narwhal
     PATH_INFO = Request::PATH_INFO
 
     # slot: the calling thread's scoreboard slot; counters: the worker's.
-    # soft_timeout: this thread's SoftTimeout::Watch (nil: soft_timeout is
-    # off). on_timeout: called, on this thread, once a request's app code
-    # was interrupted by it (the worker may want to retire). access_log:
-    # this thread's AccessLog::Format, nil when the log is off.
-    def initialize(app, logger, slot, counters, soft_timeout: nil, on_timeout: nil, access_log: nil)
+    # access_log: this thread's AccessLog::Format, nil when the log is off.
+    def initialize(app, logger, slot, counters, access_log: nil)
       @app = app
       @access_log = access_log
       @logger = logger
       @slot = slot
       @counters = counters
       @writer = ResponseWriter.new(logger)
-      @watch = soft_timeout
-      @on_timeout = on_timeout
-      @timeout_logged = false
+      @watch = nil # WatchedResponder's
     end
 
     def respond(request)
-      return run(request) unless @watch
-
-      outcome = @watch.serve { run(request) }
-      interrupted(request.env) if @watch.interrupted?
-      outcome
-    end
-
-    private
-
-    # Without a watch every step is plain: the request path is the one it
-    # was before soft_timeout existed.
-    def run(request)
       env = request.env
       # the master names the request from these (timeout log line, status)
-      @slot.request_started(env[REQUEST_METHOD], env[PATH_INFO])
-      queue_time = queue_time(env)
+      @slot.request_started(request.request_method, env[PATH_INFO])
+      queue_time = queue_time(env) if request.queue_stamp?
       started = Clock.now if @access_log
       begin
         outcome = call_app(request, env)
@@ -74,8 +57,10 @@ module Narwhal
       outcome
     end
 
+    private
+
     # The one place a request's queue time is taken (nil without a usable
-    # X-Request-Start): into env for the app and into the queue-time
+    # X-Request-Start; not called without one): into env for the app and into the queue-time
     # histogram, just before the app runs (with request threads, after the
     # wait for a thread).
     def queue_time(env)
@@ -219,6 +204,27 @@ module Narwhal
       yield
     rescue StandardError => e
       @logger.error("response callback failed: #{e.class}: #{e.message}")
+    end
+  end
+
+  # A Responder under soft_timeout: each request runs under the thread's
+  # SoftTimeout::Watch. A class of its own so that without soft_timeout
+  # the request path has no step for it.
+  class WatchedResponder < Responder
+    # soft_timeout: this thread's SoftTimeout::Watch. on_timeout: called,
+    # on this thread, once a request's app code was interrupted by it (the
+    # worker may want to retire).
+    def initialize(app, logger, slot, counters, soft_timeout:, on_timeout: nil, access_log: nil)
+      super(app, logger, slot, counters, access_log: access_log)
+      @watch = soft_timeout
+      @on_timeout = on_timeout
+      @timeout_logged = false
+    end
+
+    def respond(request)
+      outcome = @watch.serve { super }
+      interrupted(request.env) if @watch.interrupted?
+      outcome
     end
   end
 end

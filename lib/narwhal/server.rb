@@ -107,10 +107,12 @@ module Narwhal
     # with soft_timeout on, the watchdog watches the thread. Request
     # threads: one call per thread, each with its own slot.
     def responder_for(thread, thread_slot)
-      watch = @soft_timeout&.watch(thread, thread_slot)
-      Responder.new(@app, @logger, thread_slot, @counters,
-                    soft_timeout: watch, on_timeout: method(:request_interrupted),
-                    access_log: @access_log&.line_writer)
+      access_log = @access_log&.line_writer
+      return Responder.new(@app, @logger, thread_slot, @counters, access_log: access_log) unless @soft_timeout
+
+      WatchedResponder.new(@app, @logger, thread_slot, @counters,
+                           soft_timeout: @soft_timeout.watch(thread, thread_slot),
+                           on_timeout: method(:request_interrupted), access_log: access_log)
     end
 
     # On the app thread, after soft_timeout interrupted its request: the
@@ -137,8 +139,7 @@ module Narwhal
       @reactor.add_listener(listener) do |sock|
         @counters.count(Scoreboard::CONNECTIONS_ACCEPTED)
         out = SocketWriter.new(sock, write_timeout, budget)
-        request = request_class.new(template, out, listener.remote_addr(sock),
-                                    early_hints: early_hints, server: @context)
+        request = request_class.new(template, out, listener.remote_addr(sock), early_hints, @context)
         Connection.new(sock, request, @context)
       end
     end

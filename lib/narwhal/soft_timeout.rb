@@ -26,11 +26,11 @@ module Narwhal
   #   soft = SoftTimeout.new(15, logger).start   # in the worker, after fork
   #   # in each app thread (or for it, from any thread):
   #   watch = soft.watch(thread, scoreboard.thread_slot(nr, i))
-  #   Responder.new(app, logger, slot, counters, soft_timeout: watch, on_timeout: ...)
+  #   WatchedResponder.new(app, logger, slot, counters, soft_timeout: watch, on_timeout: ...)
   #   soft.stop                                  # when the worker is done
   #
-  # With soft_timeout off none of this exists: no thread, and a Responder
-  # without a watch runs requests exactly as before.
+  # With soft_timeout off none of this exists: no thread, and a plain
+  # Responder runs requests.
   class SoftTimeout
     # The watchdog looks at the slots this often: a quarter of the limit,
     # but at least ten times a second, so a request is interrupted at most

@@ -1160,6 +1160,26 @@ class HttpParserTest < Minitest::Test
     assert parser.body_done?
   end
 
+  # Only a head with a proxy's stamp makes the server look for it in env.
+  def test_queue_stamp_is_seen_in_the_head_only
+    parser = new_parser
+    stamped = ["X-Request-Start: t=1", "x-queue-start: 1", "X_Request_Start: 1"]
+    stamped.each do |field|
+      parser.execute({}, "GET / HTTP/1.1\r\nHost: x\r\n#{field}\r\n\r\n", 0)
+      assert parser.queue_stamp?, field
+      parser.reset
+      refute parser.queue_stamp?, "reset: #{field}"
+    end
+    parser.execute({}, "GET / HTTP/1.1\r\nHost: x\r\nX-Request-Started: 1\r\n\r\n", 0)
+    refute parser.queue_stamp?
+    parser.reset
+    buf = chunked("1\r\na\r\n0\r\nX-Request-Start: t=1\r\n\r\n")
+    off = parser.execute({}, buf, 0)
+    parser.decode_chunked({}, buf, off, +"")
+    assert parser.body_done?
+    refute parser.queue_stamp?, "not from a trailer"
+  end
+
   def test_reset_allows_reuse_after_a_request
     parser = new_parser
     2.times do |i|

@@ -50,7 +50,7 @@ class ResponderTest < Minitest::Test
   end
 
   def request(method: "GET", out: FakeOut.new, keepalive: true, http11: true, early_hints: false)
-    req = Narwhal::Request.new(TEMPLATE, out, "127.0.0.1", early_hints: early_hints)
+    req = Narwhal::Request.new(TEMPLATE, out, "127.0.0.1", early_hints)
     env = req.start
     env["REQUEST_METHOD"] = method
     env["PATH_INFO"] = "/x"
@@ -162,8 +162,8 @@ class ResponderTest < Minitest::Test
     @soft = Narwhal::SoftTimeout.new(seconds, Logger.new(@log)).start
     @interrupted = 0
     watch = @soft.watch(Thread.current, @thread_slot)
-    Narwhal::Responder.new(app, Logger.new(@log), @thread_slot, @counters,
-                           soft_timeout: watch, on_timeout: -> { @interrupted += 1 })
+    Narwhal::WatchedResponder.new(app, Logger.new(@log), @thread_slot, @counters,
+                                  soft_timeout: watch, on_timeout: -> { @interrupted += 1 })
   end
 
   def teardown
