@@ -77,4 +77,28 @@ class MarkdownTest < Minitest::Test
     lines = Bench::Markdown.table(result, { "rows" => [row] })
     assert_equal "| puma | 1 × 1 | 7,500 (7,000–8,000) | 0 | 0.12× |", lines.last
   end
+
+  def test_a_paired_ratio_is_shown_when_it_differs
+    result = { "columns" => [{ "key" => "rps", "header" => "req/s", "format" => "rps" }] }
+    row = { "server" => "narwhal-baseline", "shape" => "1 process", "median" => { "rps" => 940.0 },
+            "min" => { "rps" => 940.0 }, "max" => { "rps" => 940.0 }, "ratio" => 0.94, "paired_ratio" => 0.99,
+            "failures" => [] }
+    assert_equal "| narwhal-baseline | 1 process | 940 | 0.94× (paired 0.99×) |",
+                 Bench::Markdown.table(result, { "rows" => [row] }).last
+    row["paired_ratio"] = 0.941
+    assert_equal "| narwhal-baseline | 1 process | 940 | 0.94× |", Bench::Markdown.table(result, { "rows" => [row] }).last
+  end
+end
+
+# Runs measured in turn are compared in pairs: one slow spell in one
+# server's runs moves its median, not the pairs' median.
+class PairedRatioTest < Minitest::Test
+  def test_median_of_the_runs_ratios
+    report = Bench::Report.allocate
+    report.instance_variable_set(:@scenario, Struct.new(:primary).new("rps"))
+    narwhal = { "runs" => [{ "rps" => 100.0 }, { "rps" => 100.0 }, { "rps" => 200.0 }, { "failure" => "x" }] }
+    other = { "runs" => [{ "rps" => 50.0 }, { "rps" => 101.0 }, { "rps" => 204.0 }, { "rps" => 1.0 }] }
+    assert_equal 1.01, report.send(:paired_ratio, other, narwhal)
+    assert_nil report.send(:paired_ratio, { "runs" => [{ "rps" => 1.0 }] }, { "runs" => [{ "rps" => 2.0 }] })
+  end
 end

@@ -52,8 +52,14 @@ module Bench
       text
     end
 
+    # The ratio of medians, and the median of the runs' ratios when it
+    # differs (Runner#paired_ratio).
     def ratio(row)
-      row["ratio"] ? format("%.2f×", row["ratio"]) : "–"
+      return "–" unless row["ratio"]
+
+      text = format("%.2f×", row["ratio"])
+      paired = row["paired_ratio"] && format("%.2f×", row["paired_ratio"])
+      paired && paired != text ? "#{text} (paired #{paired})" : text
     end
 
     EOF_NOTE = "¹ wrk read errors, as many as responses: the server ends each response by closing the " \

@@ -135,12 +135,27 @@ module Bench
       servers = @plan.select { |v, _| v == var }.map(&:last)
       rows = servers.map { |s| row(var, s) }
       # A ratio of error counts says nothing; those tables compare counts.
-      base = rows.find { |r| r["server"] == "narwhal" }&.dig("median", @scenario.primary) unless @scenario.primary == "errors"
+      narwhal = rows.find { |r| r["server"] == "narwhal" } unless @scenario.primary == "errors"
+      base = narwhal&.dig("median", @scenario.primary)
       rows.each do |r|
         value = r.dig("median", @scenario.primary)
         r["ratio"] = (value / base.to_f).round(3) if base&.positive? && value
+        r["paired_ratio"] = paired_ratio(r, narwhal) if narwhal && !r.equal?(narwhal)
       end
       { "key" => var.key, "title" => var.title, "rows" => rows }
+    end
+
+    # The median of the ratios of runs measured one after the other (run i
+    # of each server): on a busy machine the load of the moment moves both,
+    # and a slow spell in one server's runs moves its median alone.
+    def paired_ratio(row, narwhal)
+      key = @scenario.primary
+      pairs = row["runs"].zip(narwhal["runs"]).filter_map do |run, base|
+        next if run.nil? || base.nil? || run["failure"] || base["failure"]
+
+        run[key].to_f / base[key] if run[key] && base[key]&.positive?
+      end
+      Bench.median(pairs).round(3) if pairs.size > 1
     end
 
     def row(var, server)
