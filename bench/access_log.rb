@@ -72,9 +72,9 @@ module Bench
         begin
           Bench.wait_until(30, "narwhal on #{port}") { listening?(port) }
           Wrk.run(port, threads: 2, connections: 8, seconds: 2)
-          before = cpu_seconds(pid)
+          before = ProcessTree.cpu_seconds(pid)
           result = Wrk.run(port, threads: 2, connections: 8, seconds: @seconds)
-          cpu_us = (cpu_seconds(pid) - before) * 1e6 / result["requests"]
+          cpu_us = (ProcessTree.cpu_seconds(pid) - before) * 1e6 / result["requests"]
         ensure
           Process.kill(:TERM, pid)
           Process.wait(pid)
@@ -82,17 +82,6 @@ module Bench
         log = File.join(dir, "access.log")
         [result, cpu_us, File.exist?(log) ? File.foreach(log).count : 0]
       end
-    end
-
-    # User + system time of the server's processes (master and worker).
-    def cpu_seconds(pid)
-      ticks = ProcessTree.pids(pid).sum do |p|
-        stat = File.read("/proc/#{p}/stat")
-        stat[(stat.rindex(")") + 2)..].split.values_at(11, 12).sum(&:to_i)
-      rescue SystemCallError
-        0
-      end
-      ticks / Etc.sysconf(Etc::SC_CLK_TCK).to_f
     end
 
     def listening?(port)

@@ -32,6 +32,7 @@ module Narwhal
   autoload :CLI, "narwhal/cli"
   autoload :Clock, "narwhal/clock"
   autoload :ClientGone, "narwhal/socket_writer"
+  autoload :CountingSocketWriter, "narwhal/socket_writer"
   autoload :Configurator, "narwhal/configurator"
   autoload :Connection, "narwhal/connection"
   autoload :ErrorMessage, "narwhal/error_message"

@@ -66,6 +66,7 @@ class MarkdownTest < Minitest::Test
     assert_equal "4.5 ms", Bench::Markdown.number(4.53, "ms")
     assert_equal "412 ms", Bench::Markdown.number(412.2, "ms")
     assert_equal "288.0 MB", Bench::Markdown.number(288, "mb")
+    assert_equal "16.1 µs", Bench::Markdown.number(16.08, "us")
     assert_equal "–", Bench::Markdown.number(nil, "ms")
   end
 

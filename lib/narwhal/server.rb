@@ -136,9 +136,10 @@ module Narwhal
       budget = @spool_budget
       early_hints = @config[:early_hints]
       request_class = @pool ? ThreadedRequest : Request
+      writer_class = @access_log ? CountingSocketWriter : SocketWriter
       @reactor.add_listener(listener) do |sock|
         @counters.count(Scoreboard::CONNECTIONS_ACCEPTED)
-        out = SocketWriter.new(sock, write_timeout, budget)
+        out = writer_class.new(sock, write_timeout, budget)
         request = request_class.new(template, out, listener.remote_addr(sock), early_hints, @context)
         Connection.new(sock, request, @context)
       end

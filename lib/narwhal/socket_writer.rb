@@ -25,9 +25,7 @@ module Narwhal
     # Read size where sendfile(2) is not available.
     FILE_READ_SIZE = 64 * 1024
 
-    # sent: the bytes taken for the client on this connection, sent or
-    # spooled (the access log's count)
-    attr_reader :io, :sent
+    attr_reader :io
 
     # budget: the worker's SpoolBudget; nil never spools.
     def initialize(io, timeout, budget = nil)
@@ -35,11 +33,9 @@ module Narwhal
       @timeout = timeout
       @budget = budget
       @spool = nil # made on the first write the socket does not take whole
-      @sent = 0
     end
 
     def write(str)
-      @sent += str.bytesize
       return write_behind_spool(str) if @spool && !@spool.empty?
 
       n = @io.write_nonblock(str, exception: false)
@@ -56,16 +52,13 @@ module Narwhal
     def write_file(file, length)
       if @spool && !@spool.empty?
         @spool.flush_nonblock(@io)
-        if !@spool.empty? && spool_file(file, 0, length)
-          @sent += length
-          return length
-        end
+        return length if !@spool.empty? && spool_file(file, 0, length)
       end
       wait_for_spool
       if Narwhal.respond_to?(:sendfile_nonblock)
         sendfile(file, length)
       else
-        copy_by_reading(file, length) # counted by #write
+        copy_by_reading(file, length)
       end
     rescue StandardError => e
       raise client_gone(e)
@@ -159,10 +152,7 @@ module Narwhal
       while sent < length
         n = Narwhal.sendfile_nonblock(out, src, sent, [FILE_SLICE, length - sent].min)
         if n.nil?
-          if spool_file(file, sent, length - sent)
-            @sent += length
-            return length
-          end
+          return length if spool_file(file, sent, length - sent)
 
           wait_writable
         elsif n.zero?
@@ -171,7 +161,6 @@ module Narwhal
           sent += n
         end
       end
-      @sent += sent
       sent
     end
 
@@ -189,6 +178,32 @@ module Narwhal
       return if @io.wait_writable(@timeout)
 
       raise WriteTimeout, "client took no data for #{@timeout}s"
+    end
+  end
+
+  # A SocketWriter that counts the bytes taken for the client on its
+  # connection, sent or spooled: the access log's count. A class of its
+  # own so that without the log no write pays for counting.
+  class CountingSocketWriter < SocketWriter
+    attr_reader :sent
+
+    def initialize(io, timeout, budget = nil)
+      super
+      @sent = 0
+    end
+
+    def write(str)
+      @sent += str.bytesize
+      super
+    end
+
+    # What it returns is what went (a file read and written goes through
+    # #write as well: counted once, here).
+    def write_file(file, length)
+      before = @sent
+      n = super
+      @sent = before + n
+      n
     end
   end
 end

@@ -74,6 +74,7 @@ module Bench
       when "rps", "count" then delimit(value.round)
       when "ms" then value < 1 ? format("%.2f ms", value) : format("%.#{value < 100 ? 1 : 0}f ms", value)
       when "mb" then format("%.1f MB", value)
+      when "us" then format("%.1f µs", value)
       when "s" then format("%.2f s", value)
       else value.to_s
       end

@@ -20,10 +20,22 @@ module Bench
       Wrk.run(server.launch.port, threads: 2, connections: 16, seconds: seconds, close: close)
     end
 
+    # CPU time (user + system) of the server's processes per request, in
+    # µs: on a busy machine the rates swing with the neighbours' load, the
+    # work a request costs holds.
+    def with_cpu(server)
+      before = ProcessTree.cpu_seconds(server.pid)
+      result = yield
+      requests = result["requests"]
+      return result unless requests&.positive?
+
+      result.merge("cpu_us" => ((ProcessTree.cpu_seconds(server.pid) - before) * 1e6 / requests).round(2))
+    end
+
     # wrk load; +warmup+ seconds first, then +seconds+ measured.
     def wrk(server, warmup:, **opts)
       warm_up(server, warmup, close: opts[:close]) if warmup.positive?
-      with_memory(server) { Wrk.run(server.launch.port, **opts) }
+      with_memory(server) { with_cpu(server) { Wrk.run(server.launch.port, **opts) } }
     end
 
     def ab(server, warmup:, requests:, concurrency:)

@@ -1,5 +1,6 @@
 # frozen_string_literal: true
 
+require "etc"
 require "set"
 
 module Bench
@@ -41,6 +42,18 @@ module Bench
       stat[(stat.rindex(")") + 2)] != "Z"
     rescue Errno::ENOENT, Errno::ESRCH
       false
+    end
+
+    # User + system CPU time of +pid+ and its descendants, in seconds (a
+    # process that exits takes its time with it).
+    def cpu_seconds(pid)
+      ticks = pids(pid).sum do |p|
+        stat = File.read("/proc/#{p}/stat")
+        stat[(stat.rindex(")") + 2)..].split.values_at(11, 12).sum(&:to_i)
+      rescue Errno::ENOENT, Errno::ESRCH
+        0
+      end
+      ticks / Etc.sysconf(Etc::SC_CLK_TCK).to_f
     end
 
     # Rss, Pss and Uss (private pages) of one process, in KiB.

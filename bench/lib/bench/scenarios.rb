@@ -38,6 +38,7 @@ module Bench
   PEAK_RSS = Column.new("peak_rss_mb", "peak RSS", :mb)
   PEAK_PSS = Column.new("peak_pss_mb", "peak PSS", :mb)
   WRK_COLUMNS = [RPS, P50, P99, P999, ERRORS, PEAK_RSS, PEAK_PSS].freeze
+  CPU = Column.new("cpu_us", "CPU per request", :us)
 
   RUBY_SERVERS = ->(server, _variant) { server.ruby? }
   MULTI_PROCESS = ->(server, variant) { server.ruby? && server.multi_process?(variant.processes) }
@@ -57,8 +58,9 @@ module Bench
         name: "hello", title: "hello: the smallest response",
         about: "`[200, {\"content-type\"=>\"text/html\"}, [\"Hello, Rack!\"]]`; wrk -t2 -c16 " \
                "-d#{timing.duration}s, keep-alive and `Connection: close` (a new connection per request, " \
-               "as behind nginx). nginx is the machine's ceiling: 2 worker processes in every table.",
-        columns: WRK_COLUMNS, primary: "rps",
+               "as behind nginx). nginx is the machine's ceiling: 2 worker processes in every table. " \
+               "CPU per request: user + system time of the server's processes over the measured run.",
+        columns: [*WRK_COLUMNS, CPU], primary: "rps",
         variants: [hello.call("keepalive-1", "keep-alive, 1 process", 1, false),
                    hello.call("close-1", "Connection: close, 1 process", 1, true),
                    hello.call("keepalive-2", "keep-alive, 2 processes", 2, false),
