@@ -139,7 +139,7 @@ module Narwhal
     end
 
     def close_body(request, env, body)
-      return unless body.respond_to?(:close)
+      return unless body.respond_to?(:close) # (an Array may have one of its own: asked too)
 
       @watch ? @watch.interruptible { body.close } : body.close
     rescue RequestTimeout => e

@@ -33,7 +33,9 @@ module Narwhal
       @started = false
       headers = to_hash(headers) unless headers.is_a?(Hash)
       path = nil
-      if body.respond_to?(:to_ary)
+      if body.instance_of?(Array) # the usual body: spare the respond_to? lookup
+        hint = body
+      elsif body.respond_to?(:to_ary)
         hint = body.to_ary
       elsif (path = file_path(body))
         hint = File.size(path)
