@@ -73,8 +73,11 @@ module Narwhal
       @flags = flags
     end
 
-    # Its method as the client sent it (the env's may change in the app).
-    attr_reader :request_method, :queue_stamp
+    # The method as the client sent it (the env's may change in the app),
+    # for the scoreboard.
+    attr_reader :request_method
+    # Whether the head had X-Request-Start or X-Queue-Start (#complete).
+    attr_reader :queue_stamp
     alias queue_stamp? queue_stamp
 
     # The response will say Connection: close (the worker sheds the client).
