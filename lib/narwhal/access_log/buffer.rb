@@ -38,6 +38,8 @@ module Narwhal
         end
       end
 
+      # Looks without the lock first (every sweep, mostly with nothing
+      # waiting): a line appended meanwhile goes out at the next one.
       def flush
         @lock.synchronize { flush_locked } unless @pending.empty?
       end
