@@ -14,8 +14,10 @@ module Narwhal
   class Worker
     attr_reader :nr
     # quitting: sent QUIT; recycling: to be replaced (Master::Recycler);
-    # ready: reported that it serves; stand_in_for: the place it took.
-    attr_accessor :pid, :quitting, :recycling, :ready, :stand_in_for
+    # ready: reported that it serves; stand_in_for: the place it took;
+    # threads: its request threads (`threads` when it was forked: a HUP
+    # changes it for the workers forked after it).
+    attr_accessor :pid, :quitting, :recycling, :ready, :stand_in_for, :threads
 
     def initialize(nr)
       @nr = nr
@@ -25,6 +27,7 @@ module Narwhal
       @recycling = false
       @ready = false
       @stand_in_for = nil
+      @threads = 1
     end
 
     alias number nr

@@ -3,6 +3,7 @@
 require "test_helper"
 require_relative "../support/threads_client"
 require "socket"
+require "json"
 
 # A HUP may lower `threads` (not raise it: the scoreboard has a sub-slot
 # per thread the master started with). Workers then read their siblings'
@@ -52,5 +53,31 @@ class ThreadsReloadTest < Minitest::Test
     assert_nil first["connection"], "shed while every thread of the sibling was busy"
     %w[a1 b0 b1].each { |n| release(n) }
     assert_equal [200] * 5, [on_a[3], on_a[0], on_a[1], *on_b].map { |c| c.read_response(timeout: 10).status }
+  end
+
+  # The control listener counts the threads the workers have now, not the
+  # number the master started with.
+  def test_after_a_reload_to_fewer_threads_metrics_and_status_count_the_new_threads
+    @server = Narwhal::ServerProcess.start(app: APP, config: "control_listen \"127.0.0.1:0\"\nthreads 16\n")
+    control = wait_until(message: "the control listener's address") { @server.log[/control listener on (\S+)/, 1] }
+    old = @server.worker_pids
+    File.write(File.join(@server.dir, "narwhal.conf.rb"), "control_listen \"#{control}\"\nthreads 4\n")
+    @server.signal(:HUP)
+    status = wait_until(timeout: 20, message: "the new worker serving") do
+      s = JSON.parse(control_get(control, "/status"))
+      s if s["workers"].size == 1 && !old.include?(s["workers"][0]["pid"]) && s["workers"][0]["state"] == "idle"
+    end
+    assert_equal 4, status["threads"]
+    assert_equal 4, status["workers"][0]["threads"]
+    assert_includes control_get(control, "/metrics").lines, %(narwhal_threads{state="idle"} 4\n)
+  end
+
+  def control_get(address, path)
+    host, port = address.split(":")
+    c = Narwhal::RawClient.new(TCPSocket.new(host, Integer(port)))
+    c.write("GET #{path} HTTP/1.1\r\nhost: x\r\n\r\n")
+    c.read_response(timeout: 10).body
+  ensure
+    c&.close
   end
 end

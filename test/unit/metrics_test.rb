@@ -4,8 +4,8 @@ require "test_helper"
 
 # A Status hash as Prometheus text: families, labels, cumulative buckets.
 class MetricsTest < Minitest::Test
-  def worker(nr, state, busy, durations)
-    { "nr" => nr, "pid" => 100 + nr, "state" => state, "requests" => 7, "busy_threads" => busy,
+  def worker(nr, state, busy, durations, threads: 4)
+    { "nr" => nr, "pid" => 100 + nr, "state" => state, "requests" => 7, "threads" => threads, "busy_threads" => busy,
       "rss_bytes" => nr.zero? ? 52_428_800 : nil, "request" => nil,
       "counters" => Narwhal::Scoreboard::COUNTERS.to_h { |c| [c.to_s, 1] },
       "histograms" => { "request_duration" => { "counts" => durations, "sum" => 1.25 },
@@ -35,6 +35,17 @@ class MetricsTest < Minitest::Test
     assert_includes text, %(narwhal_listen_queue{listener="/tmp/a\\"b.sock"} 5\n), "label values escaped"
     refute_includes text, "127.0.0.1:8080", "a queue the kernel did not report is left out"
     assert_includes text, "# TYPE narwhal_worker_requests_total counter\n"
+  end
+
+  # After a HUP to fewer threads, old and new workers serve side by side
+  # for a moment: each counts its own threads.
+  def test_idle_threads_are_each_serving_workers_own
+    workers = [worker(0, "idle", 0, [0] * 12, threads: 16), worker(1, "busy", 1, [0] * 12, threads: 4),
+               worker(2, "quitting", 0, [0] * 12, threads: 16)]
+    status = { "worker_processes" => 2, "threads" => 4, "workers" => workers, "listeners" => [], "events" => {},
+               "histogram_bounds" => Narwhal::Scoreboard::HISTOGRAM_BOUNDS }
+    text = Narwhal::Master::Metrics.render(status)
+    assert_includes text, %(narwhal_threads{state="busy"} 1\nnarwhal_threads{state="idle"} 19\n)
   end
 
   def test_histograms_are_cumulative_per_worker

@@ -49,10 +49,10 @@ module Narwhal
 
       def threads(workers)
         busy = workers.sum { |w| w["busy_threads"] }
-        serving = workers.count { |w| %w[idle busy].include?(w["state"]) }
+        serving = workers.select { |w| %w[idle busy].include?(w["state"]) }.sum { |w| w["threads"] }
         family("narwhal_threads", "gauge", "Request threads of serving workers by state") do
           sample("narwhal_threads", { "state" => "busy" }, busy)
-          sample("narwhal_threads", { "state" => "idle" }, [(serving * @status["threads"]) - busy, 0].max)
+          sample("narwhal_threads", { "state" => "idle" }, [serving - busy, 0].max)
         end
       end
 

@@ -18,7 +18,10 @@ module Narwhal
       HISTOGRAMS = { "request_duration" => Scoreboard::REQUEST_DURATION,
                      "queue_time" => Scoreboard::QUEUE_TIME }.freeze
 
-      # master: its tally, listeners, draining?, worker_processes.
+      # "threads" is the running configuration's; each worker's own count
+      # (a HUP may have changed it since the worker was forked) is in its
+      # entry. master: its config, tally, listeners, draining?,
+      # worker_processes.
       # workers: the WorkerTable. rss: pid -> bytes or nil.
       def initialize(master, scoreboard, workers, rss: ProcessMemory.method(:rss), queues: ListenQueue.new)
         @master = master
@@ -33,7 +36,7 @@ module Narwhal
         draining = @master.draining?
         serving = workers.any? { |w| %w[idle busy].include?(w["state"]) }
         { "pid" => Process.pid, "ready" => serving && !draining, "draining" => draining,
-          "worker_processes" => @master.worker_processes, "threads" => @scoreboard.threads,
+          "worker_processes" => @master.worker_processes, "threads" => @master.config[:threads],
           "workers" => workers, "listeners" => listeners, "events" => @master.tally.to_h.transform_keys(&:to_s),
           "histogram_bounds" => Scoreboard::HISTOGRAM_BOUNDS }
       end
@@ -53,7 +56,7 @@ module Narwhal
         snap = @scoreboard.snapshot(nr)
         oldest = snap.requests_in_flight.first
         { "nr" => nr, "pid" => worker.pid, "state" => state(worker, snap), "requests" => snap.requests,
-          "busy_threads" => snap.busy_threads, "rss_bytes" => @rss.call(worker.pid),
+          "threads" => worker.threads, "busy_threads" => snap.busy_threads, "rss_bytes" => @rss.call(worker.pid),
           "request" => oldest && { "method" => oldest.request_method, "path" => oldest.path,
                                    "seconds" => oldest.seconds.round(6) },
           "counters" => snap.counters.transform_keys(&:to_s),

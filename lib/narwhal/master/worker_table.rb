@@ -177,6 +177,7 @@ module Narwhal
         @tally&.count(:respawns) if @exited.delete(worker.nr)
         @scoreboard.reset(worker.nr)
         @scoreboard.span = worker.nr + 1 # siblings look this far for idle threads
+        worker.threads = @config[:threads]
         @config[:before_fork].call(@hook_server, worker)
         worker.pid = fork { @child.call(worker, @reports) }
         @by_pid[worker.pid] = worker
