@@ -10,6 +10,7 @@ module Narwhal
   # line in docs/CONFIGURATION.md.
   class Configurator
     autoload :DSL, "narwhal/configurator/dsl"
+    autoload :Numbers, "narwhal/configurator/numbers"
     autoload :Recycling, "narwhal/configurator/recycling"
 
     KIB = 1024

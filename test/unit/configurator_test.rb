@@ -85,7 +85,7 @@ class ConfiguratorTest < Minitest::Test
     assert_equal 5, Narwhal::Configurator.new(file: write_config("threads 5, 5\n"))[:threads], "Puma's form"
     assert_equal "1: narwhal runs a fixed number of threads per worker: use threads 16", config_error("threads 0, 16\n")
     assert_equal "2: threads expects an Integer from 1 to 256, got 0", config_error("\nthreads 0\n")
-    assert_equal 'threads expects an Integer from 1 to 256, got "4"', config_error('threads "4"').sub(/\A\d+: /, "")
+    assert_equal 'threads expects an Integer from 1 to 256, got "4x"', config_error('threads "4x"').sub(/\A\d+: /, "")
     assert_equal "1: threads expects an Integer from 1 to 256, got 257", config_error("threads 257\n")
     assert_equal "2: worker_processes 64 x threads 65 is more than 4096 request threads",
                  config_error("worker_processes 64\nthreads 65\n")
@@ -217,8 +217,8 @@ class ConfiguratorTest < Minitest::Test
     assert_equal "1: soft_timeout 60 #{format(below, 60)}", config_error("soft_timeout 60\n")
     assert_equal "3: soft_timeout expects a number of seconds > 0 (or nil: off), got 0",
                  config_error("timeout 10\n\nsoft_timeout 0\n")
-    assert_equal "1: soft_timeout expects a number of seconds > 0 (or nil: off), got \"15\"",
-                 config_error("soft_timeout '15'\n")
+    assert_equal "1: soft_timeout expects a number of seconds > 0 (or nil: off), got \"15s\"",
+                 config_error("soft_timeout '15s'\n")
     assert_equal "1: soft_timeout's one option is keep_worker: true or false, got {:keep=>true}",
                  config_error("soft_timeout 5, keep: true\n")
     assert_equal "1: soft_timeout's one option is keep_worker: true or false, got {:keep_worker=>\"yes\"}",
@@ -306,5 +306,44 @@ class ConfiguratorTest < Minitest::Test
     assert_equal [false, 0, nil], c.settings.values_at(:term_graceful, :drain_delay, :graceful_timeout)
     c = config("term_graceful true\ndrain_delay 5\ngraceful_timeout 25\n")
     assert_equal [true, 5, 25], c.settings.values_at(:term_graceful, :drain_delay, :graceful_timeout)
+  end
+  # What ENV.fetch gives: a String, wherever the directive wants a number.
+  def test_numbers_from_the_environment_are_read_as_numbers
+    env = { "RAILS_MAX_THREADS" => "5", "WEB_CONCURRENCY" => "3", "TIMEOUT" => "2.5", "BODY" => "1048576",
+            "JITTER" => " 4 ", "BACKLOG" => "64", "SOFT" => "1.5" }
+    c = config(<<~RUBY)
+      env = #{env.inspect}
+      threads env.fetch("RAILS_MAX_THREADS", 3)
+      worker_processes env.fetch("WEB_CONCURRENCY", 2)
+      timeout env.fetch("TIMEOUT")
+      soft_timeout env.fetch("SOFT")
+      keepalive_timeout "0"
+      client_max_body_size env.fetch("BODY")
+      worker_connections "100"
+      worker_max_requests "500", jitter: env.fetch("JITTER")
+      listen "127.0.0.1:0", backlog: env.fetch("BACKLOG")
+    RUBY
+    assert_equal [5, 3, 2.5, 1.5, 0, 1_048_576, 100], c.settings.values_at(:threads, :worker_processes, :timeout,
+                                                                          :soft_timeout, :keepalive_timeout,
+                                                                          :client_max_body_size, :worker_connections)
+    assert_equal [500, 4], c.settings.values_at(:worker_max_requests, :worker_max_requests_jitter)
+    assert_equal [["127.0.0.1:0", { backlog: 64 }]], c.listeners
+    assert_equal 5, config("threads '5', '5'\n")[:threads], "Puma's form"
+  end
+
+  # A number read from a String is checked as the number; a String that is
+  # no number is refused as it came.
+  def test_number_strings_keep_the_range_checks_and_the_line
+    assert_equal "2: threads expects an Integer from 1 to 256, got 0", config_error("\nthreads '0'\n")
+    assert_equal '1: threads expects an Integer from 1 to 256, got "5.5"', config_error("threads '5.5'\n")
+    assert_equal '1: worker_processes expects an Integer >= 1 or :auto, got "two"',
+                 config_error("worker_processes 'two'\n")
+    assert_equal "2: worker_processes 64 x threads 65 is more than 4096 request threads",
+                 config_error("worker_processes '64'\nthreads '65'\n")
+    assert_equal "1: timeout expects a number >= 0.001, got 0", config_error("timeout '0'\n")
+    assert_equal '1: keepalive_timeout expects a number >= 0, got "5s"', config_error("keepalive_timeout '5s'\n")
+    assert_equal '1: worker_connections expects an Integer >= 1, got ""', config_error("worker_connections ''\n")
+    assert_equal "1: listen option backlog: invalid value -1", config_error("listen ':0', backlog: '-1'\n")
+    refute_nil config("worker_processes 'auto'\n")[:worker_processes_auto], "as WEB_CONCURRENCY=auto"
   end
 end

@@ -17,6 +17,7 @@ module Narwhal
       def listen(address, options = {})
         check(address.is_a?(String) || address.is_a?(Integer), "listen expects an address String")
         check(options.is_a?(Hash), "listen options must be a Hash")
+        options = listen_numbers(options)
         unknown = options.keys - LISTEN_OPTIONS
         fail_at(UnknownDirective.listen_options(unknown, LISTEN_OPTIONS)) unless unknown.empty?
         problem = Listener.option_problem(options)
@@ -82,6 +83,7 @@ module Narwhal
       end
 
       def worker_processes(count)
+        count = count == "auto" ? :auto : Numbers.integer(count)
         check(count == :auto || (count.is_a?(Integer) && count >= 1),
               "worker_processes expects an Integer >= 1 or :auto, got #{count.inspect}")
         @config.worker_processes = count
@@ -90,6 +92,8 @@ module Narwhal
 
       # Puma's `threads MIN, MAX` reads the same when both are equal.
       def threads(count, max = count)
+        count = Numbers.integer(count)
+        max = Numbers.integer(max)
         check(max == count, "narwhal runs a fixed number of threads per worker: use threads #{max.inspect}")
         problem = @config.threads_problem(count)
         check(problem.nil?, problem)
@@ -119,6 +123,7 @@ module Narwhal
       # soft_timeout SECONDS, keep_worker: false; nil turns it off. Checked
       # against timeout once the whole file is read (either may come first).
       def soft_timeout(seconds, options = {})
+        seconds = Numbers.seconds(seconds)
         check(seconds.nil? || (seconds.is_a?(Numeric) && seconds.positive?),
               "soft_timeout expects a number of seconds > 0 (or nil: off), got #{seconds.inspect}")
         check(options.is_a?(Hash) && options.keys.all?(:keep_worker) &&
@@ -197,13 +202,26 @@ module Narwhal
       end
 
       def set_integer(key, value, min:)
+        value = Numbers.integer(value)
         check(value.is_a?(Integer) && value >= min, "#{key} expects an Integer >= #{min}, got #{value.inspect}")
         @config.settings[key] = value
       end
 
       def set_number(key, value, min:)
+        value = Numbers.seconds(value)
         check(value.is_a?(Numeric) && value >= min, "#{key} expects a number >= #{min}, got #{value.inspect}")
         @config.settings[key] = value
+      end
+
+      # umask stays as given: "022" would read as decimal
+      NUMERIC_LISTEN_OPTIONS = { backlog: :integer, rcvbuf: :integer, sndbuf: :integer, tries: :integer,
+                                 tcp_defer_accept: :integer, delay: :seconds }.freeze
+
+      def listen_numbers(options)
+        options.to_h do |key, value|
+          kind = NUMERIC_LISTEN_OPTIONS[key]
+          [key, kind ? Numbers.public_send(kind, value) : value]
+        end
       end
 
       def set_path(key, path)
