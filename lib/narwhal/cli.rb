@@ -44,7 +44,7 @@ module Narwhal
       daemon = Daemon.daemonize if @daemonize
       boot(config, builder, daemon)
     rescue ConfigError, ListenError, OptionParser::ParseError => e
-      warn "narwhal: #{e.message}"
+      warn e.message.gsub(/^/, "narwhal: ") # a config error has a line per problem
       1
     rescue SystemCallError, ArgumentError, LoadError => e
       warn "narwhal: #{ErrorMessage.for(e)}"

@@ -38,7 +38,7 @@ module Narwhal
       @out.puts(@json ? body : table(JSON.parse(body)))
       0
     rescue ConfigError, OptionParser::ParseError, JSON::ParserError => e
-      @err.puts "narwhal status: #{e.message}"
+      @err.puts e.message.gsub(/^/, "narwhal status: ")
       1
     rescue SystemCallError, IOError, SocketError, ArgumentError => e
       @err.puts "narwhal status: no answer from the control listener: #{ErrorMessage.for(e)}"

@@ -28,11 +28,12 @@ class CLITest < Minitest::Test
     Dir.mktmpdir do |dir|
       File.write(File.join(dir, "config.ru"), HELLO)
       conf = File.join(dir, "bad.rb")
-      File.write(conf, "listen '127.0.0.1:0'\nkeepalive_timeout 'soon'\n")
+      File.write(conf, "listen '127.0.0.1:0'\nkeepalive_timeout 'soon'\nworkers 4\n")
       _, err, status = narwhal("-c", conf, chdir: dir)
       refute status.success?
-      assert_match(/bad.rb:2: keepalive_timeout expects a number/, err)
-      refute_match(/listening on/, err)
+      assert_equal ["narwhal: #{conf}:2: keepalive_timeout expects a number >= 0, got \"soon\"\n",
+                    "narwhal: #{conf}:3: workers is a Puma directive: use worker_processes 4\n"], err.lines
+      refute_match(/listening on/i, err)
     end
   end
 

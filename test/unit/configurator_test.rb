@@ -66,9 +66,10 @@ class ConfiguratorTest < Minitest::Test
   end
 
   def config_error(text)
-    path = write_config(text)
-    e = assert_raises(Narwhal::ConfigError) { Narwhal::Configurator.new(file: path) }
-    e.message.delete_prefix("#{path}:")
+    @path = write_config(text)
+    @path_prefix = "#{@path}:"
+    e = assert_raises(Narwhal::ConfigError) { Narwhal::Configurator.new(file: @path) }
+    e.message.delete_prefix(@path_prefix)
   end
 
   def test_unknown_directive_names_file_and_line_and_the_nearest_directive
@@ -113,7 +114,7 @@ class ConfiguratorTest < Minitest::Test
         "(narwhal always appends)",
       "preload_app!" => "preload_app! is a Puma directive: use preload_app true",
       "on_worker_boot { }" => "on_worker_boot is a Puma directive: use after_fork { |server, worker| ... } " \
-                              "(runs in each new worker before it loads the app)",
+                              "(runs in each worker right after the fork, before it loads the app)",
       "worker_timeout 60" => "worker_timeout is a Puma directive: use timeout 60 (a worker on one request for " \
                              "longer is killed)",
       "plugin :tmp_restart" => "plugin is a Puma directive: narwhal has no plugins; for tmp_restart send USR2 " \
@@ -148,8 +149,10 @@ class ConfiguratorTest < Minitest::Test
   end
 
   def test_puma_style_before_fork_says_what_narwhal_runs
-    assert_equal "1: before_fork has invalid arity 0 (needs 2: |server, worker|): it runs before each worker " \
-                 "is forked", config_error("before_fork do\nend\n")
+    assert_equal "1: before_fork has invalid arity 0 (needs 2: |server, worker|): Puma's before_fork runs once; " \
+                 "narwhal's runs in the master before every fork, respawns included (write before_fork do |server, " \
+                 "worker| ... end; closing database connections there is right to repeat)",
+                 config_error("before_fork do\nend\n")
   end
 
   def test_ruby_errors_read_without_class_names
@@ -345,5 +348,73 @@ class ConfiguratorTest < Minitest::Test
     assert_equal '1: worker_connections expects an Integer >= 1, got ""', config_error("worker_connections ''\n")
     assert_equal "1: listen option backlog: invalid value -1", config_error("listen ':0', backlog: '-1'\n")
     refute_nil config("worker_processes 'auto'\n")[:worker_processes_auto], "as WEB_CONCURRENCY=auto"
+  end
+  # A config/puma.rb as Rails generates and people extend it: every line
+  # narwhal cannot take is reported in the one run, each at its line.
+  PUMA_RB = <<~RUBY
+    max_threads_count = ENV.fetch("RAILS_MAX_THREADS", 5)
+    min_threads_count = ENV.fetch("RAILS_MIN_THREADS") { max_threads_count }
+    threads min_threads_count, max_threads_count
+    worker_timeout 3600 if ENV.fetch("RAILS_ENV", "development") == "development"
+    port ENV.fetch("PORT", 3000)
+    environment ENV.fetch("RAILS_ENV") { "development" }
+    pidfile ENV.fetch("PIDFILE") { "tmp/pids/server.pid" }
+    workers ENV.fetch("WEB_CONCURRENCY") { 2 }
+    preload_app!
+    nakayoshi_fork
+    before_fork do
+      ActiveRecord::Base.connection_pool.disconnect! if defined?(ActiveRecord)
+    end
+    on_worker_boot do
+      ActiveRecord::Base.establish_connection if defined?(ActiveRecord)
+    end
+    keepalive_timout 20
+    plugin :tmp_restart
+    activate_control_app "tcp://127.0.0.1:9293"
+    timeout 30
+  RUBY
+
+  def test_every_problem_of_a_puma_config_in_one_run
+    lines = config_error(PUMA_RB).split("\n").map { |line| line.delete_prefix(@path_prefix) }
+    assert_equal [
+      "4: worker_timeout is a Puma directive: use timeout 3600 (a worker on one request for longer is killed)",
+      '5: port is a Puma directive: use listen ":3000" (on the command line: -o 0.0.0.0 -p 3000)',
+      "6: environment is a Puma directive: use -E development on the command line (it sets RACK_ENV)",
+      '7: pidfile is a Puma directive: use pid "tmp/pids/server.pid"',
+      "8: workers is a Puma directive: use worker_processes 2",
+      "9: preload_app! is a Puma directive: use preload_app true",
+      "10: nakayoshi_fork is a Puma directive: with preload_app true, call GC.compact (Ruby 3.3+: " \
+      "Process.warmup) in before_fork { |server, worker| ... }, which runs in the master before each fork",
+      "11: before_fork has invalid arity 0 (needs 2: |server, worker|): Puma's before_fork runs once; narwhal's " \
+      "runs in the master before every fork, respawns included (write before_fork do |server, worker| ... end; " \
+      "closing database connections there is right to repeat)",
+      "14: on_worker_boot is a Puma directive: use after_fork { |server, worker| ... } (runs in each worker " \
+      "right after the fork; with preload_app the app is loaded already: reconnect to databases here)",
+      "17: unknown directive keepalive_timout (did you mean keepalive_timeout?)",
+      "18: plugin is a Puma directive: narwhal has no plugins; for tmp_restart send USR2 (new code, no downtime) " \
+      "or HUP to the master",
+      '19: activate_control_app is a Puma directive: use control_listen "127.0.0.1:9293" (GET /status, ' \
+      "/metrics, /health, /ready; narwhal status prints /status); stop, restart and reload with signals to the " \
+      "master (docs/SIGNALS.md)"
+    ], lines
+  end
+
+  def test_problems_before_a_ruby_error_are_reported_with_it
+    message = config_error("frobnicate\nworkers 3\nthreads 2\nx = Fooo\nworkerz 9\n")
+    assert_equal "1: unknown directive frobnicate\n#{@path}:2: workers is a Puma directive: use worker_processes 3" \
+                 "\n#{@path}:4: uninitialized constant Fooo", message
+    message = config_error("threads 0\nsoft_timeout 90\n")
+    assert_equal "1: threads expects an Integer from 1 to 256, got 0\n#{@path}:2: soft_timeout 90 must be below " \
+                 "timeout (60): the master kills the worker at timeout, so the soft timeout would never come", message
+  end
+
+  def test_on_worker_boot_says_when_after_fork_runs_with_and_without_preload
+    assert_equal "1: on_worker_boot is a Puma directive: use after_fork { |server, worker| ... } (runs in each " \
+                 "worker right after the fork, before it loads the app)", config_error("on_worker_boot { }\n")
+    with_preload = "2: on_worker_boot is a Puma directive: use after_fork { |server, worker| ... } (runs in each " \
+                   "worker right after the fork; with preload_app the app is loaded already: reconnect to " \
+                   "databases here)"
+    assert_equal with_preload, config_error("preload_app true\non_worker_boot { }\n")
+    assert_equal with_preload, config_error("listen ':0'\non_worker_boot { }\npreload_app true\n"), "in any order"
   end
 end

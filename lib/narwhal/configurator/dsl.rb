@@ -5,13 +5,16 @@ require "etc"
 module Narwhal
   class Configurator
     # The object a config file is evaluated in: its public methods are the
-    # directives. Each validates its argument and raises with the config
-    # file's line on bad input.
+    # directives. Each validates its argument; a bad one is noted with the
+    # config file's line and the file read on, so that one run reports
+    # every problem of the file (Configurator raises with all of them).
     class DSL
       include Recycling
 
       def initialize(config)
         @config = config
+        @problems = [] # Strings, and Procs for what the whole file decides
+        @puma_preload = false # Puma's preload_app! seen (its hints depend on it)
       end
 
       def listen(address, options = {})
@@ -75,7 +78,7 @@ module Narwhal
           # Unicorn's rule: a Proc must take exactly the hook's arguments
           if hook.is_a?(Proc) && hook.arity >= 0 && hook.arity != arity
             # Puma's before_fork takes no arguments and runs once
-            puma = name == :before_fork && hook.arity.zero? ? ": it runs before each worker is forked" : ""
+            puma = name == :before_fork && hook.arity.zero? ? ": #{PumaDirectives::BEFORE_FORK}" : ""
             fail_at("#{name} has invalid arity #{hook.arity} (needs #{arity}: #{HOOK_ARGS.fetch(name)})#{puma}")
           end
           @config.settings[name] = hook
@@ -134,14 +137,12 @@ module Narwhal
         @config.settings[:soft_timeout_keep_worker] = options.fetch(:keep_worker, false)
       end
 
-      # What one directive cannot check alone, after the last line ran.
-      def check_whole_file
-        soft = @config.settings[:soft_timeout]
-        timeout = @config.settings[:timeout]
-        return unless soft && soft >= timeout
-
-        raise ConfigError, "#{@soft_timeout_line}: soft_timeout #{soft} must be below timeout (#{timeout}): " \
-                           "the master kills the worker at timeout, so the soft timeout would never come"
+      # Every problem noted, in the file's order, as "file:line: what";
+      # whole_file: false when the file stopped half-way (a Ruby error), so
+      # that what the lines not run would have set is not judged.
+      def problems(whole_file: true)
+        check_whole_file if whole_file
+        @problems.map { |problem| problem.is_a?(Proc) ? problem.call : problem }
       end
 
       # access_log PATH, format: :combined (default) or :json; nil: off.
@@ -178,17 +179,36 @@ module Narwhal
         @config.settings[:logger] = obj
       end
 
+      # Unknown names and Puma's directives; the advice is written once the
+      # whole file is read (on_worker_boot's depends on preload_app).
       def method_missing(name, *args)
-        fail_at(UnknownDirective.message(name, args, self.class.directives))
+        @puma_preload = true if name == :preload_app!
+        line = config_line
+        @problems << lambda {
+          preload = @config.settings[:preload_app] || @puma_preload
+          "#{line}: #{UnknownDirective.message(name, args, self.class.directives, preload: preload)}"
+        }
+        nil
       end
 
       def self.directives
-        (public_instance_methods(false) + Recycling.public_instance_methods) - %i[method_missing respond_to_missing? check_whole_file]
+        (public_instance_methods(false) + Recycling.public_instance_methods) -
+          %i[method_missing respond_to_missing? problems]
       end
 
       def respond_to_missing?(*) = false
 
       private
+
+      # What one directive cannot check alone, after the last line ran.
+      def check_whole_file
+        soft = @config.settings[:soft_timeout]
+        timeout = @config.settings[:timeout]
+        return unless soft && soft >= timeout
+
+        @problems << "#{@soft_timeout_line}: soft_timeout #{soft} must be below timeout (#{timeout}): " \
+                     "the master kills the worker at timeout, so the soft timeout would never come"
+      end
 
       # At the later of worker_processes and threads: their product is capped.
       def check_total_threads
@@ -248,6 +268,18 @@ module Narwhal
         frame = caller_locations.find { |l| !l.path.start_with?("#{__dir__}/") }
         "#{frame&.path}:#{frame&.lineno}"
       end
+
+      # Around every directive: its problem is noted, and the file goes on.
+      module NotesProblems; end
+      directives.each do |name|
+        NotesProblems.define_method(name) do |*args, &block|
+          super(*args, &block)
+        rescue ConfigError => e
+          @problems << e.message
+          nil
+        end
+      end
+      prepend NotesProblems
     end
   end
 end
