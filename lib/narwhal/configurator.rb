@@ -11,6 +11,7 @@ module Narwhal
   class Configurator
     autoload :DSL, "narwhal/configurator/dsl"
     autoload :Numbers, "narwhal/configurator/numbers"
+    autoload :Paths, "narwhal/configurator/paths"
     autoload :Recycling, "narwhal/configurator/recycling"
 
     KIB = 1024

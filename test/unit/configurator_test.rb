@@ -417,4 +417,33 @@ class ConfiguratorTest < Minitest::Test
     assert_equal with_preload, config_error("preload_app true\non_worker_boot { }\n")
     assert_equal with_preload, config_error("listen ':0'\non_worker_boot { }\npreload_app true\n"), "in any order"
   end
+  # Relative paths mean the directory the server runs in, wherever the
+  # file sets working_directory; without one, the start directory.
+  def test_relative_paths_are_resolved_against_working_directory_given_later
+    path = write_config("")
+    app = File.join(@dir, "app")
+    FileUtils.mkdir_p(File.join(app, "log"))
+    File.write(path, <<~RUBY)
+      access_log "log/access.log", format: :json
+      pid "narwhal.pid"
+      stderr_path "log/err.log"
+      stdout_path "log/out.log"
+      working_directory #{app.inspect}
+    RUBY
+    c = Narwhal::Configurator.new(file: path)
+    assert_equal [File.join(app, "log/access.log"), :json], c[:access_log]
+    assert_equal [File.join(app, "narwhal.pid"), File.join(app, "log/err.log"), File.join(app, "log/out.log")],
+                 c.settings.values_at(:pid, :stderr_path, :stdout_path)
+    File.write(path, "pid 'narwhal.pid'\naccess_log '/abs/../tmp/a.log'\n")
+    c = Narwhal::Configurator.new(file: path)
+    assert_equal [File.expand_path("narwhal.pid"), "/tmp/a.log"], [c[:pid], c[:access_log].first]
+  end
+
+  def test_an_access_log_directory_is_checked_in_working_directory_at_its_own_line
+    app = Dir.mktmpdir
+    assert_equal "2: access_log #{app}/nolog/a.log: its directory #{app}/nolog does not exist",
+                 config_error("listen ':0'\naccess_log 'nolog/a.log'\nworking_directory #{app.inspect}\n")
+  ensure
+    FileUtils.rm_rf(app)
+  end
 end

@@ -9,6 +9,7 @@ module Narwhal
     # config file's line and the file read on, so that one run reports
     # every problem of the file (Configurator raises with all of them).
     class DSL
+      include Paths
       include Recycling
 
       def initialize(config)
@@ -68,8 +69,6 @@ module Narwhal
       INTEGERS.each { |name, min| define_method(name) { |value| set_integer(name, value, min: min) } }
       NUMBERS.each { |name, min| define_method(name) { |value| set_number(name, value, min: min) } }
       BOOLEANS.each { |name| define_method(name) { |value| set_boolean(name, value) } }
-      # relative to working_directory when one was given before, else the start directory
-      %i[pid stderr_path stdout_path].each { |name| define_method(name) { |path| set_path(name, path) } }
 
       HOOKS.each do |name, arity|
         define_method(name) do |callable = nil, &block|
@@ -104,17 +103,6 @@ module Narwhal
         check_total_threads
       end
 
-      def working_directory(path)
-        check(path.is_a?(String), "working_directory expects a path String")
-        dir = File.expand_path(path)
-        check(File.directory?(dir), "working_directory #{dir} is not a directory")
-        @config.settings[:working_directory] = dir
-        # like Unicorn, later relative paths are relative to it, and USR2
-        # starts the new master there (a symlinked release path stays one)
-        @base_dir = dir
-        START_CTX[:cwd] = path.start_with?("/") ? path : dir
-      end
-
       def user(user, group = nil)
         check(user.is_a?(String), "user expects a user name String")
         check(group.nil? || group.is_a?(String), "user expects a group name String or nil")
@@ -145,25 +133,6 @@ module Narwhal
         @problems.map { |problem| problem.is_a?(Proc) ? problem.call : problem }
       end
 
-      # access_log PATH, format: :combined (default) or :json; nil: off.
-      # Relative to working_directory, as the other paths. The workers open
-      # it (after switching user): the master checks what it can now.
-      def access_log(path, options = {})
-        return @config.settings[:access_log] = nil if path.nil?
-
-        check(path.is_a?(String) && !path.empty?, "access_log expects a path String (or nil: off), got #{path.inspect}")
-        check(options.is_a?(Hash) && (options.keys - [:format]).empty?,
-              "access_log's one option is format: :combined or :json, got #{options.inspect}")
-        format = options.fetch(:format, AccessLog::DEFAULT_FORMAT)
-        format = format.to_sym if format.is_a?(String)
-        check(AccessLog::FORMATS.key?(format),
-              "access_log format: must be :combined or :json, got #{options[:format].inspect}")
-        full = File.expand_path(path, @base_dir || Dir.pwd)
-        problem = AccessLog.path_problem(full)
-        check(problem.nil?, "access_log #{full}: #{problem}")
-        @config.settings[:access_log] = [full, format]
-      end
-
       def client_max_body_size(bytes)
         if bytes.nil?
           @config.settings[:client_max_body_size] = nil
@@ -192,7 +161,7 @@ module Narwhal
       end
 
       def self.directives
-        (public_instance_methods(false) + Recycling.public_instance_methods) -
+        (public_instance_methods(false) + Paths.public_instance_methods + Recycling.public_instance_methods) -
           %i[method_missing respond_to_missing? problems]
       end
 
@@ -202,6 +171,7 @@ module Narwhal
 
       # What one directive cannot check alone, after the last line ran.
       def check_whole_file
+        resolve_paths
         soft = @config.settings[:soft_timeout]
         timeout = @config.settings[:timeout]
         return unless soft && soft >= timeout
@@ -242,11 +212,6 @@ module Narwhal
           kind = NUMERIC_LISTEN_OPTIONS[key]
           [key, kind ? Numbers.public_send(kind, value) : value]
         end
-      end
-
-      def set_path(key, path)
-        check(path.nil? || path.is_a?(String), "#{key} expects a path String or nil")
-        @config.settings[key] = path && File.expand_path(path, @base_dir || Dir.pwd)
       end
 
       def exists?(lookup, name)
