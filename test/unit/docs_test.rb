@@ -73,6 +73,21 @@ class DocsTest < Minitest::Test
     assert_empty wrong, "these claims are no longer true"
   end
 
+  # The first cells of docs/CONFIGURATION.md's directive table ("`pid
+  # PATH`", "`stderr_path PATH`, `stdout_path PATH`").
+  def directive_cells
+    text = File.read(File.join(ROOT, "docs/CONFIGURATION.md"))
+    table = text[/^## Directives\n.*?\n((?:\|.*\n)+)/, 1] or flunk "docs/CONFIGURATION.md has no directive table"
+    table.lines.grep(/\A\| `/).map { |row| row.split(" | ").first.delete_prefix("| ") }
+  end
+
+  def test_every_directive_has_one_row_in_configuration_md
+    cells = directive_cells
+    assert_empty cells.tally.select { |_, n| n > 1 }.keys, "rows that are there twice"
+    names = cells.flat_map { |cell| cell.scan(/`(\w+)/).flatten }
+    assert_empty Narwhal::Configurator::DSL.directives.map(&:to_s) - names, "directives without a row"
+  end
+
   def test_the_gem_describes_what_narwhal_has
     spec = Gem::Specification.load(File.join(ROOT, "narwhal.gemspec"))
     assert_match(/thread/i, "#{spec.summary} #{spec.description}", "narwhal has request threads")
