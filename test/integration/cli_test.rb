@@ -4,6 +4,7 @@ require "test_helper"
 require "open3"
 require "net/http"
 require "etc"
+require "json"
 
 class CLITest < Minitest::Test
   HELLO = "run ->(_env) { [200, { 'content-type' => 'text/plain' }, ['hello']] }\n"
@@ -50,6 +51,31 @@ class CLITest < Minitest::Test
       assert_equal ["narwhal: #{conf}:2: keepalive_timeout expects a number >= 0, got \"soon\"\n",
                     "narwhal: #{conf}:3: workers is a Puma directive: use worker_processes 4\n"], err.lines
       refute_match(/listening on/i, err)
+    end
+  end
+
+  # A Rails-style config reading its numbers from the environment, as in
+  # production where the variables are set (Strings).
+  def test_numbers_from_the_environment_configure_a_running_server
+    Dir.mktmpdir do |dir|
+      control = File.join(dir, "control.sock")
+      config = <<~RUBY
+        worker_processes ENV.fetch("WEB_CONCURRENCY", 1)
+        threads ENV.fetch("RAILS_MAX_THREADS", 3)
+        timeout ENV.fetch("TIMEOUT", 60)
+        control_listen #{control.inspect}
+      RUBY
+      env = { "WEB_CONCURRENCY" => "2", "RAILS_MAX_THREADS" => "5", "TIMEOUT" => "2.5" }
+      server = Narwhal::ServerProcess.start(app: HELLO, config: config, env: env, workers: 2)
+      assert_match(/master pid=\d+ started \(narwhal \S+, 2 worker\(s\)\)/, server.log)
+      status = JSON.parse(UNIXSocket.open(control) do |sock|
+        sock.write("GET /status HTTP/1.1\r\nhost: x\r\n\r\n")
+        sock.read.split("\r\n\r\n", 2).last
+      end)
+      assert_equal [2, 5], status.values_at("worker_processes", "threads")
+      assert_equal "hello", Net::HTTP.get("127.0.0.1", "/", server.port)
+    ensure
+      server&.stop
     end
   end
 
