@@ -5,6 +5,7 @@ require "open3"
 require "net/http"
 require "etc"
 require "json"
+require "shellwords"
 
 class CLITest < Minitest::Test
   HELLO = "run ->(_env) { [200, { 'content-type' => 'text/plain' }, ['hello']] }\n"
@@ -280,8 +281,9 @@ class CLITest < Minitest::Test
     Dir.mktmpdir do |dir|
       File.write(File.join(dir, "config.ru"), HELLO)
       log = File.join(dir, "log")
-      cmd = "exec #{RbConfig.ruby} -I #{File.join(Narwhal::ServerProcess::ROOT, 'lib')} " \
-            "#{Narwhal::ServerProcess::EXE} -N -l 127.0.0.1:0 #{File.join(dir, 'config.ru')} 2>#{log}"
+      cmd = "exec #{Shellwords.join([RbConfig.ruby, '-I', File.join(Narwhal::ServerProcess::ROOT, 'lib'),
+                                     Narwhal::ServerProcess::EXE, '-N', '-l', '127.0.0.1:0',
+                                     File.join(dir, 'config.ru')])} 2>#{Shellwords.escape(log)}"
       PTY.spawn("sh", "-c", cmd) do |_tty, keyboard, pid|
         wait_until(timeout: 30, message: "the ready line") { File.exist?(log) && File.read(log).include?("ready pid=") }
         assert_match(/INFO -- : Ctrl-C to stop$/, File.read(log))
