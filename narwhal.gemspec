@@ -7,7 +7,7 @@ Gem::Specification.new do |s|
   s.version = Narwhal::VERSION
   s.summary = "Pre-forking Rack HTTP server with keep-alive and slow-client protection"
   s.description = "Narwhal keeps Unicorn's Unix process model (master, forked workers, its " \
-                  "config file, hooks and signals) and adds keep-alive, buffering of slow " \
+                  "config file, hooks and signals) and adds request threads, keep-alive, buffering of slow " \
                   "clients, a strict HTTP/1.1 parser in C and built-in limits. Runs on Linux."
   s.authors = ["Narwhal developers"]
   s.license = "MIT"

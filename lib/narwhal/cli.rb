@@ -6,8 +6,13 @@ module Narwhal
   # `narwhal [options] [config.ru]`: Unicorn's command line. `narwhal
   # status ...` is StatusCommand's.
   class CLI
+    # Where `-h` sends people: docs/ ships in the gem.
+    DOCS = File.expand_path("../../docs", __dir__)
+
     def self.start(argv)
       return StatusCommand.start(argv.drop(1)) if argv.first == "status"
+      # not a rackup file named "help"
+      return new(["-h"]).run if argv == ["help"]
 
       new(argv).run
     end
@@ -44,7 +49,7 @@ module Narwhal
       daemon = Daemon.daemonize if @daemonize
       boot(config, builder, daemon)
     rescue ConfigError, ListenError, OptionParser::ParseError => e
-      warn "narwhal: #{e.message}"
+      warn e.message.gsub(/^/, "narwhal: ") # a config error has a line per problem
       1
     rescue SystemCallError, ArgumentError, LoadError => e
       warn "narwhal: #{ErrorMessage.for(e)}"
@@ -101,8 +106,21 @@ module Narwhal
           puts o
           exit 0
         end
+        help_footer(o)
       end.parse!(@argv)
       ENV["RACK_ENV"] ||= "development"
+    end
+
+    def help_footer(parser)
+      parser.separator ""
+      parser.separator "Commands:"
+      parser.separator "    narwhal status [--control ADDR | -c FILE] [--json]"
+      parser.separator "                                     a running server's workers, threads and listen queue " \
+                       "(needs control_listen)"
+      parser.separator "    narwhal help                     this help"
+      parser.separator ""
+      parser.separator "Docs: #{DOCS} (CONFIGURATION.md: every directive; SIGNALS.md; OPERATIONS.md; " \
+                       "MIGRATING.md: from Unicorn, Puma, Passenger)"
     end
 
     # USR2 runs START_CTX again from START_CTX[:cwd], which working_directory

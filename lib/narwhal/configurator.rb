@@ -10,6 +10,8 @@ module Narwhal
   # line in docs/CONFIGURATION.md.
   class Configurator
     autoload :DSL, "narwhal/configurator/dsl"
+    autoload :Numbers, "narwhal/configurator/numbers"
+    autoload :Paths, "narwhal/configurator/paths"
     autoload :Recycling, "narwhal/configurator/recycling"
 
     KIB = 1024
@@ -159,14 +161,24 @@ module Narwhal
 
     private
 
+    # Raises ConfigError with every problem of the file, one per line.
     def load_file(path)
+      text = read_file(path)
       dsl = DSL.new(self)
-      dsl.instance_eval(read_file(path), File.expand_path(path), 1)
-      dsl.check_whole_file
-    rescue ConfigError
-      raise
+      error = ruby_error(path) { dsl.instance_eval(text, File.expand_path(path), 1) }
+      problems = dsl.problems(whole_file: error.nil?)
+      problems << error if error
+      raise ConfigError, problems.join("\n") unless problems.empty?
+    end
+
+    # An exception of the file's own Ruby (it ends the reading) as a line.
+    def ruby_error(path)
+      yield
+      nil
+    rescue ConfigError => e
+      e.message
     rescue ScriptError, StandardError => e
-      raise ConfigError, ErrorMessage.in_file(e, path).sub("#{DSL.name}::", "")
+      ErrorMessage.in_file(e, path).sub("#{DSL.name}::", "")
     end
 
     def read_file(path)

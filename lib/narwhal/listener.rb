@@ -15,7 +15,7 @@ module Narwhal
 
     attr_reader :io, :address
 
-    FORMS = "host:port, :port, port, [::1]:port, /path/to.sock or unix:/path"
+    FORMS = "host:port, :port, port, [::1]:port, /path/to.sock, ./path/to.sock or unix:/path"
     MAX_PORT = 65_535
 
     # "host:port", ":port", "port", "[::1]:port", "/path/to.sock", "unix:/path"

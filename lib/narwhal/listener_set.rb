@@ -51,8 +51,7 @@ module Narwhal
     def listen(address, options = {})
       listener = Listener.new(address.to_s, options, @logger)
       @listeners << listener
-      @logger.info("listening on addr=#{listener.address} fd=#{listener.io.fileno}")
-      ListenBanner.listening(@logger, listener)
+      ListenBanner.log(@logger, "listening on", listener)
       listener
     end
 
@@ -85,8 +84,7 @@ module Narwhal
 
     def keep(listener)
       @listeners << listener
-      @logger.info("inherited addr=#{listener.address} fd=#{listener.io.fileno}")
-      ListenBanner.listening(@logger, listener)
+      ListenBanner.log(@logger, "inherited", listener)
     end
 
     def close_unnamed(inherited)

@@ -7,13 +7,21 @@ module Narwhal
   # either has another name here or behaves differently, and a config that
   # runs should do what it says. Listed in docs/CONFIGURATION.md.
   module PumaDirectives
-    NO_CONTROL = "narwhal has no control app or state file; send signals to the master (its pid file: " \
-                 "pid PATH; see docs/SIGNALS.md)"
+    SIGNALS = "stop, restart and reload with signals to the master (docs/SIGNALS.md)"
+    NO_STATE = "narwhal keeps no state file: narwhal status --control ADDR asks the control listener " \
+               "(control_listen ADDR); #{SIGNALS}, whose pid is in the pid file (pid PATH)".freeze
     NO_TLS = "narwhal does not terminate TLS; put nginx or haproxy in front (examples/nginx.conf) and listen " \
              "on a local port or a Unix socket"
     ACCESS_LOG = "use access_log PATH (format: :combined or :json) for narwhal's own access log, off by " \
                  "default; in development rackup's Rack::CommonLogger also logs (-N removes it)"
-    AFTER_FORK = "use after_fork { |server, worker| ... } (runs in each new worker before it loads the app)"
+    NAKAYOSHI = "with preload_app true, call GC.compact (Ruby 3.3+: Process.warmup) in " \
+                "before_fork { |server, worker| ... }, which runs in the master before each fork"
+    # for a before_fork block without arguments, Puma's form
+    BEFORE_FORK = "Puma's before_fork runs once; narwhal's runs in the master before every fork, respawns " \
+                  "included (write before_fork do |server, worker| ... end; closing database connections there " \
+                  "is right to repeat)"
+    NO_SHUTDOWN_HOOK = "narwhal has no worker shutdown hook; an at_exit block set in after_fork runs when a " \
+                       "worker exits after QUIT"
     READY = "use after_worker_ready { |server, worker| ... } (runs in each worker once it serves)"
 
     ADVICE = {
@@ -37,18 +45,16 @@ module Narwhal
       custom_logger: "use logger OBJECT",
       log_formatter: "use logger Logger.new($stderr, formatter: ...)",
       tag: "narwhal has no process tag; its processes are titled \"narwhal master\" and \"narwhal worker[N]\"",
-      on_worker_boot: AFTER_FORK,
-      before_worker_boot: AFTER_FORK,
+      on_worker_boot: :after_fork_advice,
+      before_worker_boot: :after_fork_advice,
       on_worker_fork: "use before_fork { |server, worker| ... } (runs in the master before each fork)",
       before_worker_fork: "use before_fork { |server, worker| ... } (runs in the master before each fork)",
       after_worker_fork: READY,
       after_worker_boot: READY,
       on_booted: READY,
       after_booted: READY,
-      on_worker_shutdown: "narwhal has no such hook yet; an at_exit block set in after_fork runs when a worker " \
-                          "exits after QUIT",
-      before_worker_shutdown: "narwhal has no such hook yet; an at_exit block set in after_fork runs when a " \
-                              "worker exits after QUIT",
+      on_worker_shutdown: NO_SHUTDOWN_HOOK,
+      before_worker_shutdown: NO_SHUTDOWN_HOOK,
       after_worker_shutdown: "use after_worker_exit { |server, worker, status| ... } (runs in the master)",
       on_restart: "use before_exec { |server| ... } (runs before USR2 re-executes the master)",
       before_restart: "use before_exec { |server| ... } (runs before USR2 re-executes the master)",
@@ -70,19 +76,44 @@ module Narwhal
 
         "narwhal has no plugins"
       end,
-      state_path: NO_CONTROL,
-      state_permission: NO_CONTROL,
-      activate_control_app: NO_CONTROL,
-      fork_worker: "narwhal has no reforking yet; preload_app true shares the app's memory copy-on-write",
+      state_path: NO_STATE,
+      state_permission: NO_STATE,
+      activate_control_app: ->(url = "tcp://127.0.0.1:9293", *) { control_advice(url.to_s) },
+      nakayoshi_fork: NAKAYOSHI,
+      fork_worker: "narwhal does not refork from a worker; preload_app true shares the app's memory " \
+                   "copy-on-write",
       silence_single_worker_warning: "remove it: narwhal does not warn about a single worker"
     }.freeze
 
-    # What to write instead of Puma's directive name, or nil for another name.
-    def self.advice(name, args)
+    # What to write instead of Puma's directive name, or nil for another
+    # name. preload: the file preloads the app.
+    def self.advice(name, args, preload: false)
       rule = ADVICE[name]
       return nil unless rule
 
-      "#{name} is a Puma directive: #{rule.is_a?(String) ? rule : rule.call(*args)}"
+      text = case rule
+             when String then rule
+             when Symbol then public_send(rule, preload: preload)
+             else rule.call(*args)
+             end
+      "#{name} is a Puma directive: #{text}"
+    end
+
+    # Puma's on_worker_boot is where a preloaded app reconnects: after_fork
+    # is the same moment.
+    def self.after_fork_advice(preload:)
+      moment = if preload
+                 "; with preload_app the app is loaded already: reconnect to databases here"
+               else
+                 ", before it loads the app"
+               end
+      "use after_fork { |server, worker| ... } (runs in each worker right after the fork#{moment})"
+    end
+
+    def self.control_advice(url)
+      address = bind_advice(url)[/\Ause listen (".*?")/, 1] || url.inspect
+      "use control_listen #{address} (GET /status, /metrics, /health, /ready; narwhal status prints /status); " \
+        "#{SIGNALS}"
     end
 
     def self.port_advice(port, host)

@@ -30,7 +30,7 @@ module Narwhal
       master.start
       master.join
     rescue ConfigError, ListenError, BootError => e
-      abort("narwhal: #{e.message}")
+      abort(e.message.gsub(/^/, "narwhal: ")) # a config error has a line per problem
     rescue SystemCallError, ArgumentError => e
       abort("narwhal: #{ErrorMessage.for(e)}")
     end

@@ -38,7 +38,7 @@ module Narwhal
       @out.puts(@json ? body : table(JSON.parse(body)))
       0
     rescue ConfigError, OptionParser::ParseError, JSON::ParserError => e
-      @err.puts "narwhal status: #{e.message}"
+      @err.puts e.message.gsub(/^/, "narwhal status: ")
       1
     rescue SystemCallError, IOError, SocketError, ArgumentError => e
       @err.puts "narwhal status: no answer from the control listener: #{ErrorMessage.for(e)}"
@@ -47,10 +47,10 @@ module Narwhal
 
     # The status Hash (Master::Status#to_h, parsed) as lines of text.
     def table(status)
-      rows = status["workers"].map { |w| row(w) }
+      rows = status["workers"].map { |w| row(w, status["threads"]) }
       header = %w[worker pid state requests busy age request rss]
       widths = header.each_index.map { |i| ([header] + rows).map { |r| r[i].length }.max }
-      lines = [summary(status), ""]
+      lines = [summary(status), events(status["events"]), ""].compact
       ([header] + rows).each do |r|
         lines << r.each_with_index.map { |cell, i| i == 6 ? cell.ljust(widths[i]) : cell.rjust(widths[i]) }
                   .join("  ").rstrip
@@ -112,17 +112,51 @@ module Narwhal
     end
 
     def summary(status)
-      states = status["workers"].group_by { |w| w["state"] }.map { |s, ws| "#{ws.size} #{s}" }
+      workers = status["workers"]
+      states = workers.group_by { |w| w["state"] }.map { |s, ws| "#{ws.size} #{s}" }
       queues = status["listeners"].map { |l| "#{l['address']} #{l['queue'] || '?'}/#{l['queue_max'] || '?'}" }
+      uptime = status["uptime_seconds"] && ", up #{duration(status['uptime_seconds'])}"
       "master pid=#{status['pid']} #{status['ready'] ? 'ready' : 'not ready'}" \
-        "#{status['draining'] ? ' (draining)' : ''}, workers: #{states.join(', ')}; " \
-        "listen queue: #{queues.join(', ')}"
+        "#{status['draining'] ? ' (draining)' : ''}#{uptime}; workers: #{states.join(', ')}; " \
+        "#{capacity(workers, status['threads'])}listen queue: #{queues.join(', ')}"
     end
 
-    def row(worker)
+    # Busy threads of how many: those of the workers that serve, each with
+    # its own count (a HUP may have changed `threads` since it was forked).
+    def capacity(workers, threads)
+      return "" unless threads
+
+      counts = workers.select { |w| %w[idle busy].include?(w["state"]) }.map { |w| w["threads"] || threads }
+      busy = workers.sum { |w| w["busy_threads"].to_i }
+      split = counts.uniq.size > 1 ? counts.join(" + ") : "#{counts.size} x #{counts.first || threads}"
+      "threads: #{busy} of #{counts.sum} busy (#{split}); "
+    end
+
+    # The master's Tally: workers replaced, and why.
+    def events(counts)
+      return nil unless counts
+
+      recycles = counts.values_at("memory_recycles", "request_recycles").map(&:to_i)
+      "since start: #{counts['respawns'].to_i} respawned, #{counts['timeout_kills'].to_i} killed for timeout, " \
+        "#{recycles.sum} recycled (#{recycles[0]} for memory, #{recycles[1]} for requests)"
+    end
+
+    # The two largest units: "45s", "5m 3s", "2h 5m", "3d 4h".
+    def duration(seconds)
+      s = seconds.to_i
+      return "#{s}s" if s < 60
+      return "#{s / 60}m #{s % 60}s" if s < 3600
+      return "#{s / 3600}h #{s % 3600 / 60}m" if s < 86_400
+
+      "#{s / 86_400}d #{s % 86_400 / 3600}h"
+    end
+
+    def row(worker, threads)
       request = worker["request"]
+      of = worker["threads"] || threads
+      busy = of ? "#{worker['busy_threads']}/#{of}" : worker["busy_threads"].to_s
       [worker["nr"].to_s, worker["pid"].to_s, worker["state"], worker["requests"].to_s,
-       "#{worker['busy_threads']}", request ? format("%.1fs", request["seconds"]) : "-",
+       busy, request ? format("%.1fs", request["seconds"]) : "-",
        request ? "#{request['method']} #{request['path']}" : "-", mib(worker["rss_bytes"])]
     end
 

@@ -6,8 +6,9 @@ module Narwhal
   # What a config error says about a name the DSL does not know: Puma's
   # directive with narwhal's equivalent, else the nearest known name.
   module UnknownDirective
-    def self.message(name, args, known)
-      PumaDirectives.advice(name, args) || "unknown directive #{name}#{guess(name, known)}"
+    # preload: whether the file preloads the app (some advice depends on it)
+    def self.message(name, args, known, preload: false)
+      PumaDirectives.advice(name, args, preload: preload) || "unknown directive #{name}#{guess(name, known)}"
     end
 
     def self.listen_options(unknown, known)

@@ -4,6 +4,8 @@ require "test_helper"
 require "open3"
 require "net/http"
 require "etc"
+require "json"
+require "shellwords"
 
 class CLITest < Minitest::Test
   HELLO = "run ->(_env) { [200, { 'content-type' => 'text/plain' }, ['hello']] }\n"
@@ -21,18 +23,60 @@ class CLITest < Minitest::Test
       out, _, status = narwhal("-h", chdir: dir)
       assert status.success?
       assert_match(/--listen ADDR/, out)
+      assert_match(/^\s+narwhal status \[--control ADDR \| -c FILE\] \[--json\]\s+\S/, out)
+      docs = out[/^Docs: (\S+)/, 1]
+      assert docs && File.exist?(File.join(docs, "CONFIGURATION.md")), "-h names the docs' directory:\n#{out}"
+      help, err, status = narwhal("help", chdir: dir)
+      assert status.success?, err
+      assert_equal out, help, "narwhal help is -h"
     end
+  end
+
+  # README's flag list names every flag -h prints (by its short form when
+  # it has one).
+  def test_the_readme_lists_every_flag
+    out, = Dir.mktmpdir { |dir| narwhal("-h", chdir: dir) }
+    flags = out.lines.filter_map { |line| line[/\A\s+(-\w|--[\w-]+)[ ,]/, 1] }
+    assert_operator flags.size, :>=, 14
+    readme = File.read(File.join(Narwhal::ServerProcess::ROOT, "README.md"))
+    assert_empty flags.reject { |flag| readme.match?(/`#{flag}\b/) }, "flags -h prints that README's list lacks"
   end
 
   def test_bad_config_exits_non_zero_with_file_and_line_and_binds_nothing
     Dir.mktmpdir do |dir|
       File.write(File.join(dir, "config.ru"), HELLO)
       conf = File.join(dir, "bad.rb")
-      File.write(conf, "listen '127.0.0.1:0'\nkeepalive_timeout 'soon'\n")
+      File.write(conf, "listen '127.0.0.1:0'\nkeepalive_timeout 'soon'\nworkers 4\n")
       _, err, status = narwhal("-c", conf, chdir: dir)
       refute status.success?
-      assert_match(/bad.rb:2: keepalive_timeout expects a number/, err)
-      refute_match(/listening on/, err)
+      assert_equal ["narwhal: #{conf}:2: keepalive_timeout expects a number >= 0, got \"soon\"\n",
+                    "narwhal: #{conf}:3: workers is a Puma directive: use worker_processes 4\n"], err.lines
+      refute_match(/listening on/i, err)
+    end
+  end
+
+  # A Rails-style config reading its numbers from the environment, as in
+  # production where the variables are set (Strings).
+  def test_numbers_from_the_environment_configure_a_running_server
+    Dir.mktmpdir do |dir|
+      control = File.join(dir, "control.sock")
+      config = <<~RUBY
+        worker_processes ENV.fetch("WEB_CONCURRENCY", 1)
+        threads ENV.fetch("RAILS_MAX_THREADS", 3)
+        timeout ENV.fetch("TIMEOUT", 60)
+        control_listen #{control.inspect}
+      RUBY
+      env = { "WEB_CONCURRENCY" => "2", "RAILS_MAX_THREADS" => "5", "TIMEOUT" => "2.5" }
+      server = Narwhal::ServerProcess.start(app: HELLO, config: config, env: env, workers: 2)
+      assert_match(/master pid=\d+ started \(narwhal \S+, 2 worker\(s\)\)/, server.log)
+      status = JSON.parse(UNIXSocket.open(control) do |sock|
+        sock.write("GET /status HTTP/1.1\r\nhost: x\r\n\r\n")
+        sock.read.split("\r\n\r\n", 2).last
+      end)
+      assert_equal [2, 5], status.values_at("worker_processes", "threads")
+      assert_equal "hello", Net::HTTP.get("127.0.0.1", "/", server.port)
+    ensure
+      server&.stop
     end
   end
 
@@ -53,7 +97,7 @@ class CLITest < Minitest::Test
       _, err, status = narwhal("-l", "nope:", chdir: dir)
       refute status.success?
       assert_equal "narwhal: invalid listen address \"nope:\" (use host:port, :port, port, [::1]:port, " \
-                   "/path/to.sock or unix:/path)\n", err
+                   "/path/to.sock, ./path/to.sock or unix:/path)\n", err
       sock = File.join(dir, "tmp/sockets/narwhal.sock")
       _, err, status = narwhal("-l", sock, chdir: dir)
       refute status.success?
@@ -143,7 +187,7 @@ class CLITest < Minitest::Test
       response = sock.read
       assert_match(%r{\AHTTP/1.1 200 OK\r\n}, response)
       assert response.end_with?("\r\n\r\nhello")
-      assert_includes server.log, "Listening on unix:#{path}\n"
+      assert_match(/listening on addr=#{Regexp.escape(path)} fd=\d+\n/, server.log)
     ensure
       sock&.close
       server&.stop
@@ -215,13 +259,45 @@ class CLITest < Minitest::Test
     end
   end
 
-  def test_the_log_gives_a_url_to_click_and_no_ctrl_c_hint_when_not_a_terminal
-    server = Narwhal::ServerProcess.start(app: HELLO)
-    assert_match(/INFO -- : Listening on http:\/\/127\.0\.0\.1:#{server.port}$/, server.log)
+  # One line per listener: Unicorn's fields for scripts, a URL for people.
+  def test_the_log_gives_a_url_to_click_once_and_no_ctrl_c_hint_when_not_a_terminal
+    sock = File.join(Dir.tmpdir, "narwhal-cli-#{Process.pid}.sock")
+    server = Narwhal::ServerProcess.start(app: HELLO, config: "listen '127.0.0.1:0'\nlisten #{sock.inspect}\n",
+                                          listen: nil)
+    assert_match(%r{INFO -- : listening on addr=127\.0\.0\.1:#{server.port} fd=\d+ url=http://127\.0\.0\.1:#{server.port}$},
+                 server.log)
+    assert_match(/INFO -- : listening on addr=#{Regexp.escape(sock)} fd=\d+$/, server.log)
+    assert_equal 2, server.log.scan(/listening on/i).size, "each listener once:\n#{server.log}"
     assert_equal "hello", Net::HTTP.get(URI(server.log[%r{http://\S+}]))
-    refute_match(/Ctrl-C/, server.log)
+    refute_match(/Ctrl-C/, server.log, "not in the foreground of a terminal")
   ensure
     server&.stop
+  end
+
+  # Ctrl-C stops a server in the foreground of a terminal, wherever its log
+  # goes.
+  def test_in_a_terminal_ctrl_c_is_offered_with_the_log_in_a_file
+    require "pty"
+    Dir.mktmpdir do |dir|
+      File.write(File.join(dir, "config.ru"), HELLO)
+      log = File.join(dir, "log")
+      cmd = "exec #{Shellwords.join([RbConfig.ruby, '-I', File.join(Narwhal::ServerProcess::ROOT, 'lib'),
+                                     Narwhal::ServerProcess::EXE, '-N', '-l', '127.0.0.1:0',
+                                     File.join(dir, 'config.ru')])} 2>#{Shellwords.escape(log)}"
+      PTY.spawn("sh", "-c", cmd) do |_tty, keyboard, pid|
+        wait_until(timeout: 30, message: "the ready line") { File.exist?(log) && File.read(log).include?("ready pid=") }
+        assert_match(/INFO -- : Ctrl-C to stop$/, File.read(log))
+        keyboard.write("\x03")
+        _, status = Timeout.timeout(15) { Process.wait2(pid) }
+        assert status.success?, File.read(log)
+      ensure
+        begin
+          Process.kill(:KILL, pid)
+        rescue Errno::ESRCH
+          nil
+        end
+      end
+    end
   end
 
   # On a terminal the log says how to stop, and Ctrl-C does stop it.
@@ -232,8 +308,8 @@ class CLITest < Minitest::Test
       cmd = [RbConfig.ruby, "-I", File.join(Narwhal::ServerProcess::ROOT, "lib"), Narwhal::ServerProcess::EXE,
              "-N", "-l", "127.0.0.1:0", File.join(dir, "config.ru")]
       PTY.spawn(*cmd) do |tty, keyboard, pid|
-        seen = read_until(tty, /Listening on http:\S+\s+.*Ctrl-C to stop.*ready pid=/m)
-        assert_match(/Listening on http:\/\/127\.0\.0\.1:\d+\r?\n.*INFO -- : Ctrl-C to stop\r?\n/, seen)
+        seen = read_until(tty, /url=http:\S+\s+.*Ctrl-C to stop.*ready pid=/m)
+        assert_match(%r{url=http://127\.0\.0\.1:\d+\r?\n.*INFO -- : Ctrl-C to stop\r?\n}, seen)
         keyboard.write("\x03") # the terminal sends SIGINT to the foreground group
         read_until(tty, /INT received: stopping now/)
         _, status = Timeout.timeout(15) { Process.wait2(pid) }
@@ -268,8 +344,8 @@ class CLITest < Minitest::Test
     Dir.mktmpdir do |dir|
       log = File.join(dir, "log")
       pid = Process.spawn(RbConfig.ruby, "-I", File.join(Narwhal::ServerProcess::ROOT, "lib"), "-e", script,
-                          out: log, err: log)
-      url = wait_until(message: "the URL line") { File.read(log)[%r{Listening on (http://127\.0\.0\.1:\d+)$}, 1] }
+                          out: log, err: log, pgroup: true)
+      url = wait_until(message: "the URL line") { File.read(log)[%r{ url=(http://127\.0\.0\.1:\d+)$}, 1] }
       assert_equal "standalone", Net::HTTP.get(URI(url))
       refute_match(/Ctrl-C/, File.read(log))
     ensure

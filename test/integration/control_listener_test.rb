@@ -106,10 +106,11 @@ class ControlListenerTest < Minitest::Test
 
     out, err, status = narwhal_status("--control", @control)
     assert status.success?, err
-    assert_match(/^master pid=#{@server.pid} ready, workers: 1 busy; listen queue: .*$/, out)
+    assert_match(/^master pid=#{@server.pid} ready, up \d+s; workers: 1 busy; threads: 1 of 1 busy \(1 x 1\); listen queue: /,
+                 out)
     assert_includes out.lines.first, "#{tcp} 3/1024"
     assert_includes out.lines.first, "#{@unix_app} 2/1024"
-    assert_match(%r{^\s+0\s+#{@server.worker_pids.first}\s+busy\s+0\s+1\s+\d+\.\ds\s+GET /block\s+\d+\.\d MiB$}, out)
+    assert_match(%r{^\s+0\s+#{@server.worker_pids.first}\s+busy\s+0\s+1/1\s+\d+\.\ds\s+GET /block\s+\d+\.\d MiB$}, out)
     refute_includes out, "secret", "the query string is not shown"
 
     File.write(@release, "")
@@ -150,7 +151,9 @@ class ControlListenerTest < Minitest::Test
     out, err, status = narwhal_status("-c", conf)
     assert status.success?, err
     assert_match(/^worker\s+pid\s+state\s+requests\s+busy\s+age\s+request\s+rss$/, out)
-    assert_match(/^\s+0\s+\d+\s+idle\s+0\s+0\s+-\s+-\s+\d+\.\d MiB$/, out)
+    assert_match(%r{^\s+0\s+\d+\s+idle\s+0\s+0/1\s+-\s+-\s+\d+\.\d MiB$}, out)
+    assert_match(/\Amaster pid=#{@server.pid} ready, up \d+(m \d+)?s; workers: 1 idle; threads: 0 of 1 busy /, out)
+    assert_match(/^since start: 1 respawned, 0 killed for timeout, 0 recycled /, out)
 
     @server.signal(:QUIT)
     @server.wait_exit(timeout: 15)

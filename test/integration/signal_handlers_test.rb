@@ -35,7 +35,7 @@ class SignalHandlersTest < Minitest::Test
                           chdir: dir, out: out, err: %i[child out], pgroup: true)
       url = wait_until(timeout: 30, message: "#{ready.inspect} and a URL") do
         text = File.read(out)
-        text.match?(ready) && text[%r{Listening on (http://127\.0\.0\.1:\d+)$}, 1]
+        text.match?(ready) && text[%r{ url=(http://127\.0\.0\.1:\d+)$}, 1]
       end
       assert_equal "served", Net::HTTP.get(URI(url))
       Process.kill(:QUIT, pid)
@@ -75,7 +75,7 @@ class SignalHandlersTest < Minitest::Test
   def test_a_serving_process_gives_back_the_hosts_handlers
     serve = "c = Narwhal::Configurator.new; Narwhal::Server.new(#{APP}, c, " \
             "listeners: [Narwhal::Listener.new('127.0.0.1:0').tap { |l| " \
-            "c.logger.info(\"Listening on http://\#{l.address}\") }]).run"
+            "c.logger.info(\"listening on url=http://\#{l.address}\") }]).run"
     output, status = run_host(host_script(serve), ready: /serving pid=/)
     assert_includes output, "QUIT received: finishing requests in progress"
     assert_host_handlers_back(output, status)

@@ -153,7 +153,7 @@ class SystemdTest < Minitest::Test
                    "-N", "config.ru", out: log_path)
     # the first connection starts narwhal; it waits in the socket's backlog
     assert_match(%r{\AHTTP/1.1 200 OK.*pid \d+\z}m, request(TCPSocket.new("127.0.0.1", port)))
-    assert_match(/inherited addr=127\.0\.0\.1:#{port} fd=3$/, File.read(log_path))
+    assert_match(%r{inherited addr=127\.0\.0\.1:#{port} fd=3 url=http://127\.0\.0\.1:#{port}$}, File.read(log_path))
     refute_match(/listening on/, File.read(log_path))
     assert_equal "narwhal master", File.read("/proc/#{pid}/cmdline").tr("\0", " ").strip, "exec'd in place: LISTEN_PID is its pid"
     Process.kill(:QUIT, pid)

@@ -66,9 +66,10 @@ class ConfiguratorTest < Minitest::Test
   end
 
   def config_error(text)
-    path = write_config(text)
-    e = assert_raises(Narwhal::ConfigError) { Narwhal::Configurator.new(file: path) }
-    e.message.delete_prefix("#{path}:")
+    @path = write_config(text)
+    @path_prefix = "#{@path}:"
+    e = assert_raises(Narwhal::ConfigError) { Narwhal::Configurator.new(file: @path) }
+    e.message.delete_prefix(@path_prefix)
   end
 
   def test_unknown_directive_names_file_and_line_and_the_nearest_directive
@@ -85,7 +86,7 @@ class ConfiguratorTest < Minitest::Test
     assert_equal 5, Narwhal::Configurator.new(file: write_config("threads 5, 5\n"))[:threads], "Puma's form"
     assert_equal "1: narwhal runs a fixed number of threads per worker: use threads 16", config_error("threads 0, 16\n")
     assert_equal "2: threads expects an Integer from 1 to 256, got 0", config_error("\nthreads 0\n")
-    assert_equal 'threads expects an Integer from 1 to 256, got "4"', config_error('threads "4"').sub(/\A\d+: /, "")
+    assert_equal 'threads expects an Integer from 1 to 256, got "4x"', config_error('threads "4x"').sub(/\A\d+: /, "")
     assert_equal "1: threads expects an Integer from 1 to 256, got 257", config_error("threads 257\n")
     assert_equal "2: worker_processes 64 x threads 65 is more than 4096 request threads",
                  config_error("worker_processes 64\nthreads 65\n")
@@ -113,7 +114,7 @@ class ConfiguratorTest < Minitest::Test
         "(narwhal always appends)",
       "preload_app!" => "preload_app! is a Puma directive: use preload_app true",
       "on_worker_boot { }" => "on_worker_boot is a Puma directive: use after_fork { |server, worker| ... } " \
-                              "(runs in each new worker before it loads the app)",
+                              "(runs in each worker right after the fork, before it loads the app)",
       "worker_timeout 60" => "worker_timeout is a Puma directive: use timeout 60 (a worker on one request for " \
                              "longer is killed)",
       "plugin :tmp_restart" => "plugin is a Puma directive: narwhal has no plugins; for tmp_restart send USR2 " \
@@ -148,8 +149,10 @@ class ConfiguratorTest < Minitest::Test
   end
 
   def test_puma_style_before_fork_says_what_narwhal_runs
-    assert_equal "1: before_fork has invalid arity 0 (needs 2: |server, worker|): it runs before each worker " \
-                 "is forked", config_error("before_fork do\nend\n")
+    assert_equal "1: before_fork has invalid arity 0 (needs 2: |server, worker|): Puma's before_fork runs once; " \
+                 "narwhal's runs in the master before every fork, respawns included (write before_fork do |server, " \
+                 "worker| ... end; closing database connections there is right to repeat)",
+                 config_error("before_fork do\nend\n")
   end
 
   def test_ruby_errors_read_without_class_names
@@ -217,8 +220,8 @@ class ConfiguratorTest < Minitest::Test
     assert_equal "1: soft_timeout 60 #{format(below, 60)}", config_error("soft_timeout 60\n")
     assert_equal "3: soft_timeout expects a number of seconds > 0 (or nil: off), got 0",
                  config_error("timeout 10\n\nsoft_timeout 0\n")
-    assert_equal "1: soft_timeout expects a number of seconds > 0 (or nil: off), got \"15\"",
-                 config_error("soft_timeout '15'\n")
+    assert_equal "1: soft_timeout expects a number of seconds > 0 (or nil: off), got \"15s\"",
+                 config_error("soft_timeout '15s'\n")
     assert_equal "1: soft_timeout's one option is keep_worker: true or false, got {:keep=>true}",
                  config_error("soft_timeout 5, keep: true\n")
     assert_equal "1: soft_timeout's one option is keep_worker: true or false, got {:keep_worker=>\"yes\"}",
@@ -306,5 +309,141 @@ class ConfiguratorTest < Minitest::Test
     assert_equal [false, 0, nil], c.settings.values_at(:term_graceful, :drain_delay, :graceful_timeout)
     c = config("term_graceful true\ndrain_delay 5\ngraceful_timeout 25\n")
     assert_equal [true, 5, 25], c.settings.values_at(:term_graceful, :drain_delay, :graceful_timeout)
+  end
+  # What ENV.fetch gives: a String, wherever the directive wants a number.
+  def test_numbers_from_the_environment_are_read_as_numbers
+    env = { "RAILS_MAX_THREADS" => "5", "WEB_CONCURRENCY" => "3", "TIMEOUT" => "2.5", "BODY" => "1048576",
+            "JITTER" => " 4 ", "BACKLOG" => "64", "SOFT" => "1.5" }
+    c = config(<<~RUBY)
+      env = #{env.inspect}
+      threads env.fetch("RAILS_MAX_THREADS", 3)
+      worker_processes env.fetch("WEB_CONCURRENCY", 2)
+      timeout env.fetch("TIMEOUT")
+      soft_timeout env.fetch("SOFT")
+      keepalive_timeout "0"
+      client_max_body_size env.fetch("BODY")
+      worker_connections "100"
+      worker_max_requests "500", jitter: env.fetch("JITTER")
+      listen "127.0.0.1:0", backlog: env.fetch("BACKLOG")
+    RUBY
+    assert_equal [5, 3, 2.5, 1.5, 0, 1_048_576, 100], c.settings.values_at(:threads, :worker_processes, :timeout,
+                                                                          :soft_timeout, :keepalive_timeout,
+                                                                          :client_max_body_size, :worker_connections)
+    assert_equal [500, 4], c.settings.values_at(:worker_max_requests, :worker_max_requests_jitter)
+    assert_equal [["127.0.0.1:0", { backlog: 64 }]], c.listeners
+    assert_equal 5, config("threads '5', '5'\n")[:threads], "Puma's form"
+  end
+
+  # A number read from a String is checked as the number; a String that is
+  # no number is refused as it came.
+  def test_number_strings_keep_the_range_checks_and_the_line
+    assert_equal "2: threads expects an Integer from 1 to 256, got 0", config_error("\nthreads '0'\n")
+    assert_equal '1: threads expects an Integer from 1 to 256, got "5.5"', config_error("threads '5.5'\n")
+    assert_equal '1: worker_processes expects an Integer >= 1 or :auto, got "two"',
+                 config_error("worker_processes 'two'\n")
+    assert_equal "2: worker_processes 64 x threads 65 is more than 4096 request threads",
+                 config_error("worker_processes '64'\nthreads '65'\n")
+    assert_equal "1: timeout expects a number >= 0.001, got 0", config_error("timeout '0'\n")
+    assert_equal '1: keepalive_timeout expects a number >= 0, got "5s"', config_error("keepalive_timeout '5s'\n")
+    assert_equal '1: worker_connections expects an Integer >= 1, got ""', config_error("worker_connections ''\n")
+    assert_equal "1: listen option backlog: invalid value -1", config_error("listen ':0', backlog: '-1'\n")
+    refute_nil config("worker_processes 'auto'\n")[:worker_processes_auto], "as WEB_CONCURRENCY=auto"
+  end
+  # A config/puma.rb as Rails generates and people extend it: every line
+  # narwhal cannot take is reported in the one run, each at its line.
+  PUMA_RB = <<~RUBY
+    max_threads_count = ENV.fetch("RAILS_MAX_THREADS", 5)
+    min_threads_count = ENV.fetch("RAILS_MIN_THREADS") { max_threads_count }
+    threads min_threads_count, max_threads_count
+    worker_timeout 3600 if ENV.fetch("RAILS_ENV", "development") == "development"
+    port ENV.fetch("PORT", 3000)
+    environment ENV.fetch("RAILS_ENV") { "development" }
+    pidfile ENV.fetch("PIDFILE") { "tmp/pids/server.pid" }
+    workers ENV.fetch("WEB_CONCURRENCY") { 2 }
+    preload_app!
+    nakayoshi_fork
+    before_fork do
+      ActiveRecord::Base.connection_pool.disconnect! if defined?(ActiveRecord)
+    end
+    on_worker_boot do
+      ActiveRecord::Base.establish_connection if defined?(ActiveRecord)
+    end
+    keepalive_timout 20
+    plugin :tmp_restart
+    activate_control_app "tcp://127.0.0.1:9293"
+    timeout 30
+  RUBY
+
+  def test_every_problem_of_a_puma_config_in_one_run
+    lines = config_error(PUMA_RB).split("\n").map { |line| line.delete_prefix(@path_prefix) }
+    assert_equal [
+      "4: worker_timeout is a Puma directive: use timeout 3600 (a worker on one request for longer is killed)",
+      '5: port is a Puma directive: use listen ":3000" (on the command line: -o 0.0.0.0 -p 3000)',
+      "6: environment is a Puma directive: use -E development on the command line (it sets RACK_ENV)",
+      '7: pidfile is a Puma directive: use pid "tmp/pids/server.pid"',
+      "8: workers is a Puma directive: use worker_processes 2",
+      "9: preload_app! is a Puma directive: use preload_app true",
+      "10: nakayoshi_fork is a Puma directive: with preload_app true, call GC.compact (Ruby 3.3+: " \
+      "Process.warmup) in before_fork { |server, worker| ... }, which runs in the master before each fork",
+      "11: before_fork has invalid arity 0 (needs 2: |server, worker|): Puma's before_fork runs once; narwhal's " \
+      "runs in the master before every fork, respawns included (write before_fork do |server, worker| ... end; " \
+      "closing database connections there is right to repeat)",
+      "14: on_worker_boot is a Puma directive: use after_fork { |server, worker| ... } (runs in each worker " \
+      "right after the fork; with preload_app the app is loaded already: reconnect to databases here)",
+      "17: unknown directive keepalive_timout (did you mean keepalive_timeout?)",
+      "18: plugin is a Puma directive: narwhal has no plugins; for tmp_restart send USR2 (new code, no downtime) " \
+      "or HUP to the master",
+      '19: activate_control_app is a Puma directive: use control_listen "127.0.0.1:9293" (GET /status, ' \
+      "/metrics, /health, /ready; narwhal status prints /status); stop, restart and reload with signals to the " \
+      "master (docs/SIGNALS.md)"
+    ], lines
+  end
+
+  def test_problems_before_a_ruby_error_are_reported_with_it
+    message = config_error("frobnicate\nworkers 3\nthreads 2\nx = Fooo\nworkerz 9\n")
+    assert_equal "1: unknown directive frobnicate\n#{@path}:2: workers is a Puma directive: use worker_processes 3" \
+                 "\n#{@path}:4: uninitialized constant Fooo", message
+    message = config_error("threads 0\nsoft_timeout 90\n")
+    assert_equal "1: threads expects an Integer from 1 to 256, got 0\n#{@path}:2: soft_timeout 90 must be below " \
+                 "timeout (60): the master kills the worker at timeout, so the soft timeout would never come", message
+  end
+
+  def test_on_worker_boot_says_when_after_fork_runs_with_and_without_preload
+    assert_equal "1: on_worker_boot is a Puma directive: use after_fork { |server, worker| ... } (runs in each " \
+                 "worker right after the fork, before it loads the app)", config_error("on_worker_boot { }\n")
+    with_preload = "2: on_worker_boot is a Puma directive: use after_fork { |server, worker| ... } (runs in each " \
+                   "worker right after the fork; with preload_app the app is loaded already: reconnect to " \
+                   "databases here)"
+    assert_equal with_preload, config_error("preload_app true\non_worker_boot { }\n")
+    assert_equal with_preload, config_error("listen ':0'\non_worker_boot { }\npreload_app true\n"), "in any order"
+  end
+  # Relative paths mean the directory the server runs in, wherever the
+  # file sets working_directory; without one, the start directory.
+  def test_relative_paths_are_resolved_against_working_directory_given_later
+    path = write_config("")
+    app = File.join(@dir, "app")
+    FileUtils.mkdir_p(File.join(app, "log"))
+    File.write(path, <<~RUBY)
+      access_log "log/access.log", format: :json
+      pid "narwhal.pid"
+      stderr_path "log/err.log"
+      stdout_path "log/out.log"
+      working_directory #{app.inspect}
+    RUBY
+    c = Narwhal::Configurator.new(file: path)
+    assert_equal [File.join(app, "log/access.log"), :json], c[:access_log]
+    assert_equal [File.join(app, "narwhal.pid"), File.join(app, "log/err.log"), File.join(app, "log/out.log")],
+                 c.settings.values_at(:pid, :stderr_path, :stdout_path)
+    File.write(path, "pid 'narwhal.pid'\naccess_log '/abs/../tmp/a.log'\n")
+    c = Narwhal::Configurator.new(file: path)
+    assert_equal [File.expand_path("narwhal.pid"), "/tmp/a.log"], [c[:pid], c[:access_log].first]
+  end
+
+  def test_an_access_log_directory_is_checked_in_working_directory_at_its_own_line
+    app = Dir.mktmpdir
+    assert_equal "2: access_log #{app}/nolog/a.log: its directory #{app}/nolog does not exist",
+                 config_error("listen ':0'\naccess_log 'nolog/a.log'\nworking_directory #{app.inspect}\n")
+  ensure
+    FileUtils.rm_rf(app)
   end
 end

@@ -34,8 +34,62 @@ class DocsTest < Minitest::Test
     end
   end
 
-  def test_the_gem_claims_no_request_threads
+  # Features that exist, and how the docs name them.
+  SHIPPED = {
+    "the control listener (control_listen, narwhal status)" =>
+      /control (?:app|listener)|pumactl|\bstats\b|passenger-status|narwhal status/i,
+    "metrics (GET /metrics)" => /\bmetrics\b|prometheus/i,
+    "graceful TERM (term_graceful, drain_delay)" => /graceful TERM|term_graceful|drain/i,
+    "recycling (worker_max_requests, worker_memory_limit)" => /max_requests|memory limit|recycl/i,
+    "request threads (threads N)" => /\bthreads?\b/i,
+    "graceful_timeout" => /shutdown_timeout|graceful_timeout/i
+  }.freeze
+  # What a text says of a feature it does not have (yet).
+  MISSING = Regexp.union(/\bnot yet\b/i, /\bno \w+(?: \w+)? yet\b/i, /\b(?:is|are) coming\b/i, /\bcoming with\b/i,
+                         /being added/i, /until then/i, /no control app/i, /not built in/i, /no directive/i,
+                         /will be (?:added|built)/i)
+
+  # A paragraph, a table row or a list item: where one claim is made.
+  def claims(text)
+    text.split(/\n\s*\n/).flat_map { |chunk| chunk.split(/\n(?=\||\s*[-*] )/) }
+  end
+
+  def documents
+    Dir.chdir(ROOT) do
+      (Dir["README.md", "docs/*.md", "examples/**/*"].select { |f| File.file?(f) } + ["lib/narwhal/puma_directives.rb"])
+        .to_h { |f| [f, File.read(f)] }
+    end
+  end
+
+  def test_no_doc_says_a_shipped_feature_is_missing
+    wrong = documents.flat_map do |file, text|
+      claims(text).filter_map do |claim|
+        next unless claim.match?(MISSING)
+
+        features = SHIPPED.select { |_, pattern| claim.match?(pattern) }.keys
+        "#{file}: says #{features.join(' or ')} is missing: #{claim.strip[0, 200]}" unless features.empty?
+      end
+    end
+    assert_empty wrong, "these claims are no longer true"
+  end
+
+  # The first cells of docs/CONFIGURATION.md's directive table ("`pid
+  # PATH`", "`stderr_path PATH`, `stdout_path PATH`").
+  def directive_cells
+    text = File.read(File.join(ROOT, "docs/CONFIGURATION.md"))
+    table = text[/^## Directives\n.*?\n((?:\|.*\n)+)/, 1] or flunk "docs/CONFIGURATION.md has no directive table"
+    table.lines.grep(/\A\| `/).map { |row| row.split(" | ").first.delete_prefix("| ") }
+  end
+
+  def test_every_directive_has_one_row_in_configuration_md
+    cells = directive_cells
+    assert_empty cells.tally.select { |_, n| n > 1 }.keys, "rows that are there twice"
+    names = cells.flat_map { |cell| cell.scan(/`(\w+)/).flatten }
+    assert_empty Narwhal::Configurator::DSL.directives.map(&:to_s) - names, "directives without a row"
+  end
+
+  def test_the_gem_describes_what_narwhal_has
     spec = Gem::Specification.load(File.join(ROOT, "narwhal.gemspec"))
-    refute_match(/thread/i, "#{spec.summary} #{spec.description}", "narwhal has no request threads yet")
+    assert_match(/thread/i, "#{spec.summary} #{spec.description}", "narwhal has request threads")
   end
 end

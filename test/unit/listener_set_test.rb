@@ -40,8 +40,9 @@ class ListenerSetTest < Minitest::Test
     listener = @set.first
     assert_equal 1, @set.count
     assert_match(/\A127\.0\.0\.1:\d+\z/, listener.address)
-    assert_includes @log.string, "listening on addr=#{listener.address} fd=#{listener.io.fileno}\n"
-    assert_includes @log.string, "Listening on http://#{listener.address}\n"
+    assert_includes @log.string, "listening on addr=#{listener.address} fd=#{listener.io.fileno} " \
+                                 "url=http://#{listener.address}\n"
+    assert_equal 1, @log.string.lines.size, "one line per listener"
   end
 
   def test_configured_addresses_are_bound_in_order_and_the_default_is_not
@@ -60,8 +61,7 @@ class ListenerSetTest < Minitest::Test
     @set.open([], default: "127.0.0.1:0")
     assert_equal parent.map(&:fileno), @set.map { |l| l.io.fileno }
     parent.each do |io|
-      assert_includes @log.string, "inherited addr=#{address_of(io)} fd=#{io.fileno}\n"
-      assert_includes @log.string, "Listening on http://#{address_of(io)}\n"
+      assert_includes @log.string, "inherited addr=#{address_of(io)} fd=#{io.fileno} url=http://#{address_of(io)}\n"
     end
     refute_includes @log.string, "listening on addr="
     assert_empty @env
@@ -90,7 +90,7 @@ class ListenerSetTest < Minitest::Test
     @env["NARWHAL_FD"] = "#{kept.fileno},#{dropped.fileno}"
     @set.open([["localhost:#{kept.addr[1]}", {}]], default: "127.0.0.1:0")
     assert_equal [kept.fileno], @set.map { |l| l.io.fileno }
-    assert_includes @log.string, "inherited addr=#{kept_address} fd=#{kept.fileno}\n"
+    assert_includes @log.string, "inherited addr=#{kept_address} fd=#{kept.fileno} url=http://#{kept_address}\n"
     assert_includes @log.string, "closing inherited addr=#{dropped_address}: not in the configuration\n"
     refute refused?(kept_address)
     assert refused?(dropped_address), "the socket the config does not name is closed"
@@ -116,7 +116,7 @@ class ListenerSetTest < Minitest::Test
     extra = @set.listen("127.0.0.1:0", tries: 0)
     assert_equal 2, @set.count
     assert_same extra, @set.to_a.last
-    assert_includes @log.string, "listening on addr=#{extra.address} fd=#{extra.io.fileno}\n"
+    assert_includes @log.string, "listening on addr=#{extra.address} fd=#{extra.io.fileno} url=http://#{extra.address}\n"
   end
 
   # USR2's child: the descriptors survive exec and NARWHAL_FD names them.

@@ -16,8 +16,8 @@ class ListenerTest < Minitest::Test
 
   def test_an_invalid_address_lists_the_accepted_forms
     e = assert_raises(ArgumentError) { Narwhal::Listener.parse("nope:") }
-    assert_equal 'invalid listen address "nope:" (use host:port, :port, port, [::1]:port, /path/to.sock or ' \
-                 "unix:/path)", e.message
+    assert_equal 'invalid listen address "nope:" (use host:port, :port, port, [::1]:port, /path/to.sock, ' \
+                 "./path/to.sock or unix:/path)", e.message
     # the kernel would silently take 99999 modulo 65536
     e = assert_raises(ArgumentError) { Narwhal::Listener.parse("127.0.0.1:99999") }
     assert_equal 'invalid listen address "127.0.0.1:99999": port above 65535', e.message

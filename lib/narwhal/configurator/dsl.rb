@@ -5,18 +5,23 @@ require "etc"
 module Narwhal
   class Configurator
     # The object a config file is evaluated in: its public methods are the
-    # directives. Each validates its argument and raises with the config
-    # file's line on bad input.
+    # directives. Each validates its argument; a bad one is noted with the
+    # config file's line and the file read on, so that one run reports
+    # every problem of the file (Configurator raises with all of them).
     class DSL
+      include Paths
       include Recycling
 
       def initialize(config)
         @config = config
+        @problems = [] # Strings, and Procs for what the whole file decides
+        @puma_preload = false # Puma's preload_app! seen (its hints depend on it)
       end
 
       def listen(address, options = {})
         check(address.is_a?(String) || address.is_a?(Integer), "listen expects an address String")
         check(options.is_a?(Hash), "listen options must be a Hash")
+        options = listen_numbers(options)
         unknown = options.keys - LISTEN_OPTIONS
         fail_at(UnknownDirective.listen_options(unknown, LISTEN_OPTIONS)) unless unknown.empty?
         problem = Listener.option_problem(options)
@@ -64,8 +69,6 @@ module Narwhal
       INTEGERS.each { |name, min| define_method(name) { |value| set_integer(name, value, min: min) } }
       NUMBERS.each { |name, min| define_method(name) { |value| set_number(name, value, min: min) } }
       BOOLEANS.each { |name| define_method(name) { |value| set_boolean(name, value) } }
-      # relative to working_directory when one was given before, else the start directory
-      %i[pid stderr_path stdout_path].each { |name| define_method(name) { |path| set_path(name, path) } }
 
       HOOKS.each do |name, arity|
         define_method(name) do |callable = nil, &block|
@@ -74,7 +77,7 @@ module Narwhal
           # Unicorn's rule: a Proc must take exactly the hook's arguments
           if hook.is_a?(Proc) && hook.arity >= 0 && hook.arity != arity
             # Puma's before_fork takes no arguments and runs once
-            puma = name == :before_fork && hook.arity.zero? ? ": it runs before each worker is forked" : ""
+            puma = name == :before_fork && hook.arity.zero? ? ": #{PumaDirectives::BEFORE_FORK}" : ""
             fail_at("#{name} has invalid arity #{hook.arity} (needs #{arity}: #{HOOK_ARGS.fetch(name)})#{puma}")
           end
           @config.settings[name] = hook
@@ -82,6 +85,7 @@ module Narwhal
       end
 
       def worker_processes(count)
+        count = count == "auto" ? :auto : Numbers.integer(count)
         check(count == :auto || (count.is_a?(Integer) && count >= 1),
               "worker_processes expects an Integer >= 1 or :auto, got #{count.inspect}")
         @config.worker_processes = count
@@ -90,22 +94,13 @@ module Narwhal
 
       # Puma's `threads MIN, MAX` reads the same when both are equal.
       def threads(count, max = count)
+        count = Numbers.integer(count)
+        max = Numbers.integer(max)
         check(max == count, "narwhal runs a fixed number of threads per worker: use threads #{max.inspect}")
         problem = @config.threads_problem(count)
         check(problem.nil?, problem)
         @config.settings[:threads] = count
         check_total_threads
-      end
-
-      def working_directory(path)
-        check(path.is_a?(String), "working_directory expects a path String")
-        dir = File.expand_path(path)
-        check(File.directory?(dir), "working_directory #{dir} is not a directory")
-        @config.settings[:working_directory] = dir
-        # like Unicorn, later relative paths are relative to it, and USR2
-        # starts the new master there (a symlinked release path stays one)
-        @base_dir = dir
-        START_CTX[:cwd] = path.start_with?("/") ? path : dir
       end
 
       def user(user, group = nil)
@@ -119,6 +114,7 @@ module Narwhal
       # soft_timeout SECONDS, keep_worker: false; nil turns it off. Checked
       # against timeout once the whole file is read (either may come first).
       def soft_timeout(seconds, options = {})
+        seconds = Numbers.seconds(seconds)
         check(seconds.nil? || (seconds.is_a?(Numeric) && seconds.positive?),
               "soft_timeout expects a number of seconds > 0 (or nil: off), got #{seconds.inspect}")
         check(options.is_a?(Hash) && options.keys.all?(:keep_worker) &&
@@ -129,33 +125,12 @@ module Narwhal
         @config.settings[:soft_timeout_keep_worker] = options.fetch(:keep_worker, false)
       end
 
-      # What one directive cannot check alone, after the last line ran.
-      def check_whole_file
-        soft = @config.settings[:soft_timeout]
-        timeout = @config.settings[:timeout]
-        return unless soft && soft >= timeout
-
-        raise ConfigError, "#{@soft_timeout_line}: soft_timeout #{soft} must be below timeout (#{timeout}): " \
-                           "the master kills the worker at timeout, so the soft timeout would never come"
-      end
-
-      # access_log PATH, format: :combined (default) or :json; nil: off.
-      # Relative to working_directory, as the other paths. The workers open
-      # it (after switching user): the master checks what it can now.
-      def access_log(path, options = {})
-        return @config.settings[:access_log] = nil if path.nil?
-
-        check(path.is_a?(String) && !path.empty?, "access_log expects a path String (or nil: off), got #{path.inspect}")
-        check(options.is_a?(Hash) && (options.keys - [:format]).empty?,
-              "access_log's one option is format: :combined or :json, got #{options.inspect}")
-        format = options.fetch(:format, AccessLog::DEFAULT_FORMAT)
-        format = format.to_sym if format.is_a?(String)
-        check(AccessLog::FORMATS.key?(format),
-              "access_log format: must be :combined or :json, got #{options[:format].inspect}")
-        full = File.expand_path(path, @base_dir || Dir.pwd)
-        problem = AccessLog.path_problem(full)
-        check(problem.nil?, "access_log #{full}: #{problem}")
-        @config.settings[:access_log] = [full, format]
+      # Every problem noted, in the file's order, as "file:line: what";
+      # whole_file: false when the file stopped half-way (a Ruby error), so
+      # that what the lines not run would have set is not judged.
+      def problems(whole_file: true)
+        check_whole_file if whole_file
+        @problems.map { |problem| problem.is_a?(Proc) ? problem.call : problem }
       end
 
       def client_max_body_size(bytes)
@@ -173,17 +148,37 @@ module Narwhal
         @config.settings[:logger] = obj
       end
 
+      # Unknown names and Puma's directives; the advice is written once the
+      # whole file is read (on_worker_boot's depends on preload_app).
       def method_missing(name, *args)
-        fail_at(UnknownDirective.message(name, args, self.class.directives))
+        @puma_preload = true if name == :preload_app!
+        line = config_line
+        @problems << lambda {
+          preload = @config.settings[:preload_app] || @puma_preload
+          "#{line}: #{UnknownDirective.message(name, args, self.class.directives, preload: preload)}"
+        }
+        nil
       end
 
       def self.directives
-        (public_instance_methods(false) + Recycling.public_instance_methods) - %i[method_missing respond_to_missing? check_whole_file]
+        (public_instance_methods(false) + Paths.public_instance_methods + Recycling.public_instance_methods) -
+          %i[method_missing respond_to_missing? problems]
       end
 
       def respond_to_missing?(*) = false
 
       private
+
+      # What one directive cannot check alone, after the last line ran.
+      def check_whole_file
+        resolve_paths
+        soft = @config.settings[:soft_timeout]
+        timeout = @config.settings[:timeout]
+        return unless soft && soft >= timeout
+
+        @problems << "#{@soft_timeout_line}: soft_timeout #{soft} must be below timeout (#{timeout}): " \
+                     "the master kills the worker at timeout, so the soft timeout would never come"
+      end
 
       # At the later of worker_processes and threads: their product is capped.
       def check_total_threads
@@ -197,18 +192,26 @@ module Narwhal
       end
 
       def set_integer(key, value, min:)
+        value = Numbers.integer(value)
         check(value.is_a?(Integer) && value >= min, "#{key} expects an Integer >= #{min}, got #{value.inspect}")
         @config.settings[key] = value
       end
 
       def set_number(key, value, min:)
+        value = Numbers.seconds(value)
         check(value.is_a?(Numeric) && value >= min, "#{key} expects a number >= #{min}, got #{value.inspect}")
         @config.settings[key] = value
       end
 
-      def set_path(key, path)
-        check(path.nil? || path.is_a?(String), "#{key} expects a path String or nil")
-        @config.settings[key] = path && File.expand_path(path, @base_dir || Dir.pwd)
+      # umask stays as given: "022" would read as decimal
+      NUMERIC_LISTEN_OPTIONS = { backlog: :integer, rcvbuf: :integer, sndbuf: :integer, tries: :integer,
+                                 tcp_defer_accept: :integer, delay: :seconds }.freeze
+
+      def listen_numbers(options)
+        options.to_h do |key, value|
+          kind = NUMERIC_LISTEN_OPTIONS[key]
+          [key, kind ? Numbers.public_send(kind, value) : value]
+        end
       end
 
       def exists?(lookup, name)
@@ -230,6 +233,18 @@ module Narwhal
         frame = caller_locations.find { |l| !l.path.start_with?("#{__dir__}/") }
         "#{frame&.path}:#{frame&.lineno}"
       end
+
+      # Around every directive: its problem is noted, and the file goes on.
+      module NotesProblems; end
+      directives.each do |name|
+        NotesProblems.define_method(name) do |*args, &block|
+          super(*args, &block)
+        rescue ConfigError => e
+          @problems << e.message
+          nil
+        end
+      end
+      prepend NotesProblems
     end
   end
 end

@@ -21,7 +21,7 @@ module Narwhal
               "worker_memory_limit's options are pss: and interval:, got #{options.inspect}")
         pss = options.fetch(:pss, false)
         check([true, false].include?(pss), "worker_memory_limit pss: expects true or false, got #{pss.inspect}")
-        interval = options.fetch(:interval, DEFAULTS[:worker_memory_check_interval])
+        interval = Numbers.seconds(options.fetch(:interval, DEFAULTS[:worker_memory_check_interval]))
         check(interval.is_a?(Numeric) && interval >= MIN_CHECK_INTERVAL,
               "worker_memory_limit interval: expects seconds >= #{MIN_CHECK_INTERVAL}, got #{interval.inspect}")
         @config.settings.update(worker_memory_limit: limit, worker_memory_pss: pss,
@@ -32,11 +32,12 @@ module Narwhal
       # plus a random whole number from 0 to jitter, so that workers
       # started together do not all retire together. nil turns it off.
       def worker_max_requests(count, options = {})
+        count = Numbers.integer(count)
         check(count.nil? || (count.is_a?(Integer) && count >= 1),
               "worker_max_requests expects an Integer >= 1 (nil: off), got #{count.inspect}")
         check(options.is_a?(Hash) && (options.keys - %i[jitter]).empty?,
               "worker_max_requests's one option is jitter:, got #{options.inspect}")
-        jitter = options.fetch(:jitter, count.to_i / 10)
+        jitter = Numbers.integer(options.fetch(:jitter, count.to_i / 10))
         check(jitter.is_a?(Integer) && jitter >= 0,
               "worker_max_requests jitter: expects an Integer >= 0, got #{jitter.inspect}")
         @config.settings.update(worker_max_requests: count, worker_max_requests_jitter: jitter)

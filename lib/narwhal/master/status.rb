@@ -29,6 +29,7 @@ module Narwhal
         @workers = workers
         @rss = rss
         @queues = queues
+        @started = Clock.now # with the master: it is made at start
       end
 
       def to_h
@@ -37,6 +38,7 @@ module Narwhal
         serving = workers.any? { |w| %w[idle busy].include?(w["state"]) }
         { "pid" => Process.pid, "ready" => serving && !draining, "draining" => draining,
           "worker_processes" => @master.worker_processes, "threads" => @master.config[:threads],
+          "uptime_seconds" => (Clock.now - @started).round(3),
           "workers" => workers, "listeners" => listeners, "events" => @master.tally.to_h.transform_keys(&:to_s),
           "histogram_bounds" => Scoreboard::HISTOGRAM_BOUNDS }
       end
