@@ -92,6 +92,9 @@ module Narwhal
       @scoreboard = Scoreboard.new(Scoreboard::MAX_SLOTS, threads: @config[:threads])
       @monitor = WorkerMonitor.for(@config, @scoreboard, self)
       @master_r, @master_w = IO.pipe # workers see EOF when the master is gone
+      # and this one's EOF once it let go of the listeners for good (a stop
+      # with no USR2 successor): the workers are then the last to hold them
+      @let_go_r, @let_go_w = IO.pipe
       @notify = SystemdNotify.new(@logger)
       ready = method(:first_worker_ready)
       @workers = WorkerTable.new(@config, @scoreboard, self, on_first_ready: ready, tally: @tally) do |worker, reports|
@@ -158,7 +161,8 @@ module Narwhal
     def worker_process(worker, reports)
       WorkerProcess.new(worker, config: @config, hook_server: self, listeners: @listener_set,
                                 scoreboard: @scoreboard, app: @app, app_builder: @app_builder,
-                                master_pipe: @master_r, reports: reports, forget_master: method(:forget_in_worker))
+                                master_pipe: @master_r, let_go_pipe: @let_go_r, reports: reports,
+                                forget_master: method(:forget_in_worker))
     end
 
     # In a freshly forked worker: what belongs to the master goes. QUIT and
@@ -168,6 +172,7 @@ module Narwhal
     def forget_in_worker
       @signals.reset_in_child(ignore: %w[QUIT USR1])
       @master_w.close
+      @let_go_w.close
       @control&.close_in_child
       @workers.forget_in_child
       @daemon&.close_in_child
