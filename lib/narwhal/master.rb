@@ -13,6 +13,7 @@ module Narwhal
   class Master
     autoload :Commands, "narwhal/master/commands"
     autoload :Control, "narwhal/master/control"
+    autoload :ControlHandover, "narwhal/master/control_handover"
     autoload :Metrics, "narwhal/master/metrics"
     autoload :Recycler, "narwhal/master/recycler"
     autoload :Reexec, "narwhal/master/reexec"
@@ -180,8 +181,10 @@ module Narwhal
       srand # workers must not share a random sequence
     end
 
-    # `-D` returns to the shell once the first worker serves.
+    # `-D` returns to the shell once the first worker serves; an inherited
+    # control socket is answered on from now.
     def first_worker_ready
+      @control.start if @control && !@control.started?
       @notify.ready(@worker_processes)
       @daemon&.ready(pid_file: @pid_file&.path, stderr_path: @config[:stderr_path])
     end
@@ -200,12 +203,20 @@ module Narwhal
     end
 
     # control_listen: its own thread reads the scoreboard (Control). After
-    # USR2 the old master still holds the address: the new one waits for it.
+    # USR2 the old master passed its socket down (ControlHandover): it is
+    # answered on once a worker serves (until then the old master answers
+    # alone). Without one (control_listen changed) the address may still
+    # be the old master's: the new one waits for it.
     def start_control(wait_if_busy:)
-      return unless @config[:control_listen]
+      address = @config[:control_listen]
+      return unless address
 
-      Control.new(@config[:control_listen], Status.new(self, @scoreboard, @workers), @logger)
-             .start(wait_if_busy: wait_if_busy)
+      inherited = ControlHandover.take(address)
+      control = Control.new(address, Status.new(self, @scoreboard, @workers), @logger, listener: inherited)
+      return control.start(wait_if_busy: wait_if_busy) unless inherited
+
+      @logger.info("control listener on #{control.address} inherited, answering once a worker serves")
+      control
     end
 
     # Unix socket files stay while a re-exec'd master uses them.

@@ -56,9 +56,13 @@ module Narwhal
       # The workers hold the listening sockets on, and told so (before their
       # QUIT: they look when it comes) they serve what waits in the listen
       # queue before they let go too (Reactor#retire). A USR2 successor
-      # holds them already.
+      # holds them already, and answers probes on the control socket.
       def let_go_of_listeners
-        @let_go_w.close unless @let_go_w.closed? || @reexec.running?
+        if @reexec.running?
+          @control&.stop(unlink: false)
+        else
+          @let_go_w.close unless @let_go_w.closed?
+        end
         @listener_set.close(unlink: !@reexec.running?)
       end
 
@@ -68,7 +72,7 @@ module Narwhal
       end
 
       def reexec
-        @pid_file = @reexec.start(@pid_file, @listener_set) do
+        @pid_file = @reexec.start(@pid_file, @listener_set, control: @control) do
           @notify.before_exec
           @config[:before_exec].call(self)
         end
