@@ -31,9 +31,15 @@ typedef struct {
   long content_length; /* -1 when unknown */
   int keepalive;
   VALUE hijack;
+  VALUE keep_alive_line; /* "keep-alive: timeout=N\r\n" for kept-alive responses, or nil */
 } head_t;
 
-static void head_mark(void *ptr) { rb_gc_mark(((head_t *)ptr)->hijack); }
+static void head_mark(void *ptr)
+{
+  head_t *h = ptr;
+  rb_gc_mark(h->hijack);
+  rb_gc_mark(h->keep_alive_line);
+}
 static size_t head_size(const void *ptr) { return sizeof(head_t); }
 
 static const rb_data_type_t head_type = {
@@ -225,6 +231,8 @@ static int each_header(VALUE name, VALUE value, VALUE arg)
     if (name_is(name, "date", 4)) c->has_date = 1;
     break;
   case 10:
+    /* the server's own, about the connection it keeps (head_write) */
+    if (name_is(name, "keep-alive", 10) && !c->pass_connection) return ST_CONTINUE;
     if (name_is(name, "connection", 10)) {
       VALUE s = RB_TYPE_P(value, T_ARRAY) ? rb_ary_join(value, rb_str_new(",", 1)) : value;
       if (RB_TYPE_P(s, T_STRING) && rb_funcall(rb_funcall(s, rb_intern("downcase"), 0),
@@ -284,7 +292,26 @@ static VALUE head_alloc(VALUE klass)
   VALUE obj = TypedData_Make_Struct(klass, head_t, &head_type, h);
   h->content_length = -1;
   h->hijack = Qnil;
+  h->keep_alive_line = Qnil;
   return obj;
+}
+
+/*
+ * new(keep_alive_line = nil): the line, a whole "name: value\r\n", goes
+ * into every response that keeps its connection open (the idle timeout
+ * clients are told). Frozen: it is copied into each head as it is.
+ */
+static VALUE head_initialize(int argc, VALUE *argv, VALUE self)
+{
+  head_t *h = rb_check_typeddata(self, &head_type);
+  VALUE line = argc > 0 ? argv[0] : Qnil;
+  rb_check_arity(argc, 0, 1);
+  if (!NIL_P(line)) {
+    StringValue(line);
+    line = rb_str_new_frozen(line);
+  }
+  h->keep_alive_line = line;
+  return self;
 }
 
 static int status_code(VALUE status)
@@ -390,8 +417,13 @@ static VALUE head_write(VALUE self, VALUE buf, VALUE status, VALUE headers, VALU
   }
 
   if (mode != MODE_HIJACK && !c.pass_connection) {
-    if (!h->keepalive) rb_str_buf_cat(buf, "connection: close\r\n", 19);
-    else if (!(flags & REQ_HTTP11)) rb_str_buf_cat(buf, "connection: keep-alive\r\n", 24);
+    if (!h->keepalive) {
+      rb_str_buf_cat(buf, "connection: close\r\n", 19);
+    } else {
+      if (!(flags & REQ_HTTP11)) rb_str_buf_cat(buf, "connection: keep-alive\r\n", 24);
+      if (!NIL_P(h->keep_alive_line))
+        rb_str_buf_cat(buf, RSTRING_PTR(h->keep_alive_line), RSTRING_LEN(h->keep_alive_line));
+    }
   } else if (c.code == 101 || mode == MODE_HIJACK) {
     h->keepalive = 0;
   }
@@ -435,6 +467,7 @@ void nw_init_response(void)
   eResponseError = rb_define_class_under(nw_mNarwhal, "ResponseError", rb_eStandardError);
   cResponseHead = rb_define_class_under(nw_mNarwhal, "ResponseHead", rb_cObject);
   rb_define_alloc_func(cResponseHead, head_alloc);
+  rb_define_method(cResponseHead, "initialize", head_initialize, -1);
   rb_define_method(cResponseHead, "write", head_write, 5);
   rb_define_method(cResponseHead, "content_length", head_content_length, 0);
   rb_define_method(cResponseHead, "keepalive?", head_keepalive_p, 0);

@@ -13,6 +13,7 @@ module Narwhal
   class Master
     autoload :Commands, "narwhal/master/commands"
     autoload :Control, "narwhal/master/control"
+    autoload :ControlHandover, "narwhal/master/control_handover"
     autoload :Metrics, "narwhal/master/metrics"
     autoload :Recycler, "narwhal/master/recycler"
     autoload :Reexec, "narwhal/master/reexec"
@@ -92,6 +93,9 @@ module Narwhal
       @scoreboard = Scoreboard.new(Scoreboard::MAX_SLOTS, threads: @config[:threads])
       @monitor = WorkerMonitor.for(@config, @scoreboard, self)
       @master_r, @master_w = IO.pipe # workers see EOF when the master is gone
+      # and this one's EOF once it let go of the listeners for good (a stop
+      # with no USR2 successor): the workers are then the last to hold them
+      @let_go_r, @let_go_w = IO.pipe
       @notify = SystemdNotify.new(@logger)
       ready = method(:first_worker_ready)
       @workers = WorkerTable.new(@config, @scoreboard, self, on_first_ready: ready, tally: @tally) do |worker, reports|
@@ -158,7 +162,8 @@ module Narwhal
     def worker_process(worker, reports)
       WorkerProcess.new(worker, config: @config, hook_server: self, listeners: @listener_set,
                                 scoreboard: @scoreboard, app: @app, app_builder: @app_builder,
-                                master_pipe: @master_r, reports: reports, forget_master: method(:forget_in_worker))
+                                master_pipe: @master_r, let_go_pipe: @let_go_r, reports: reports,
+                                forget_master: method(:forget_in_worker))
     end
 
     # In a freshly forked worker: what belongs to the master goes. QUIT and
@@ -168,6 +173,7 @@ module Narwhal
     def forget_in_worker
       @signals.reset_in_child(ignore: %w[QUIT USR1])
       @master_w.close
+      @let_go_w.close
       @control&.close_in_child
       @workers.forget_in_child
       @daemon&.close_in_child
@@ -175,8 +181,10 @@ module Narwhal
       srand # workers must not share a random sequence
     end
 
-    # `-D` returns to the shell once the first worker serves.
+    # `-D` returns to the shell once the first worker serves; an inherited
+    # control socket is answered on from now.
     def first_worker_ready
+      @control.start if @control && !@control.started?
       @notify.ready(@worker_processes)
       @daemon&.ready(pid_file: @pid_file&.path, stderr_path: @config[:stderr_path])
     end
@@ -195,12 +203,20 @@ module Narwhal
     end
 
     # control_listen: its own thread reads the scoreboard (Control). After
-    # USR2 the old master still holds the address: the new one waits for it.
+    # USR2 the old master passed its socket down (ControlHandover): it is
+    # answered on once a worker serves (until then the old master answers
+    # alone). Without one (control_listen changed) the address may still
+    # be the old master's: the new one waits for it.
     def start_control(wait_if_busy:)
-      return unless @config[:control_listen]
+      address = @config[:control_listen]
+      return unless address
 
-      Control.new(@config[:control_listen], Status.new(self, @scoreboard, @workers), @logger)
-             .start(wait_if_busy: wait_if_busy)
+      inherited = ControlHandover.take(address)
+      control = Control.new(address, Status.new(self, @scoreboard, @workers), @logger, listener: inherited)
+      return control.start(wait_if_busy: wait_if_busy) unless inherited
+
+      @logger.info("control listener on #{control.address} inherited, answering once a worker serves")
+      control
     end
 
     # Unix socket files stay while a re-exec'd master uses them.

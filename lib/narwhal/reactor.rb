@@ -82,6 +82,7 @@ module Narwhal
       @listening = false  # listeners are in the epoll set
       @handoff = nil
       @on_sweep = nil
+      @retiring = nil # #retire's block, until the listen queue is drained
       open_handoff if gate
     end
 
@@ -108,7 +109,8 @@ module Narwhal
       forget(io.fileno)
     end
 
-    # Runs until #stop_accepting was called and every handler is gone.
+    # Runs until #retire drained the listen queue (or #close_all) and every
+    # handler is gone.
     def run
       update_listeners
       ready = @ready
@@ -127,6 +129,7 @@ module Narwhal
         now = Clock.now
         sweep(now) if now >= @next_sweep
         check_gate(now) if @gate
+        drain_listen_queue if @retiring
       end
     ensure
       @poller.close
@@ -172,22 +175,48 @@ module Narwhal
       update_listeners
     end
 
-    # Graceful stop: no new clients; idle handlers close now, the others
-    # finish what they are doing.
-    def stop_accepting
-      pause_accepting
-      @listeners.each { |l| @acceptors[l.io.fileno] = nil }
-      @listeners.clear
-      @resume_at = nil
-      @handlers.each_key { |h| drop(h) if idle?(h) }
+    # Graceful stop. Handlers finish what they do; idle ones stay until
+    # their deadline (a keep-alive timeout the client was told): closing one
+    # now would race a request already on its way. No new connection,
+    # unless drain (no other process will take them): then those waiting in
+    # the listen queue are taken as when serving (only with room for them)
+    # until a look finds none, and the block lets go of the listeners, so
+    # that the last process to hold them leaves none for the kernel to reset.
+    def retire(drain: false, &let_go_of_listeners)
+      return stop_accepting unless drain
+
+      @retiring = let_go_of_listeners || -> {}
     end
 
+    # Immediate stop: no new clients, every handler closed.
     def close_all
       stop_accepting
       @handlers.each_key { |h| drop(h) }
     end
 
     private
+
+    def stop_accepting
+      pause_accepting
+      @listeners.each { |l| @acceptors[l.io.fileno] = nil }
+      @listeners.clear
+      @resume_at = nil
+    end
+
+    # While retiring, on each pass: with room to serve (or nothing left to
+    # do), one connection from each listener that has one waiting; when
+    # none has, the listeners go.
+    def drain_listen_queue
+      return unless @listening || @handlers.empty?
+
+      took = false
+      @listeners.each { |l| took = true if (acceptor = @acceptors[l.io.fileno]) && accept(acceptor) }
+      return if took
+
+      stop_accepting
+      @retiring.call
+      @retiring = nil
+    end
 
     # Listeners are in the epoll set unless the caller, a back-off, the
     # connection limit or the gate holds them out.
@@ -267,12 +296,13 @@ module Narwhal
     # One connection per wake-up: its request usually came with it and is
     # served at once; the next pending connection wakes a worker again, so
     # that with several workers no one of them takes more than it serves.
+    # True when a connection was taken (or tried and failed).
     def accept(acceptor)
       sock = acceptor.listener.accept_nonblock
-      return if sock == :wait_readable
+      return false if sock == :wait_readable
 
       @backoff.recovered(Clock.now) if @backoff.failing?
-      handler = make_handler(acceptor, sock) or return
+      handler = make_handler(acceptor, sock) or return true
       make_room if @handlers.size >= @max_handlers
       fd = sock.fileno
       register(fd, handler)
@@ -285,10 +315,12 @@ module Narwhal
       else
         dispatch(handler, fd)
       end
+      true
     rescue Errno::ECONNABORTED, Errno::EPROTO, Errno::EINTR
-      nil
+      true
     rescue Errno::EMFILE, Errno::ENFILE, Errno::ENOBUFS, Errno::ENOMEM => e
       back_off(e)
+      true
     end
 
     def make_handler(acceptor, sock)

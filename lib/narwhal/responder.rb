@@ -30,13 +30,14 @@ module Narwhal
 
     # slot: the calling thread's scoreboard slot; counters: the worker's.
     # access_log: this thread's AccessLog::Format, nil when the log is off.
-    def initialize(app, logger, slot, counters, access_log: nil)
+    # keep_alive: ResponseWriter.keep_alive_line.
+    def initialize(app, logger, slot, counters, access_log: nil, keep_alive: nil)
       @app = app
       @access_log = access_log
       @logger = logger
       @slot = slot
       @counters = counters
-      @writer = ResponseWriter.new(logger)
+      @writer = ResponseWriter.new(logger, keep_alive)
       @watch = nil # WatchedResponder's
     end
 
@@ -214,8 +215,8 @@ module Narwhal
     # soft_timeout: this thread's SoftTimeout::Watch. on_timeout: called,
     # on this thread, once a request's app code was interrupted by it (the
     # worker may want to retire).
-    def initialize(app, logger, slot, counters, soft_timeout:, on_timeout: nil, access_log: nil)
-      super(app, logger, slot, counters, access_log: access_log)
+    def initialize(app, logger, slot, counters, soft_timeout:, on_timeout: nil, access_log: nil, keep_alive: nil)
+      super(app, logger, slot, counters, access_log: access_log, keep_alive: keep_alive)
       @watch = soft_timeout
       @on_timeout = on_timeout
       @timeout_logged = false

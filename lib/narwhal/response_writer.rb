@@ -7,13 +7,27 @@ module Narwhal
   class ResponseWriter
     HIJACKED = :hijacked
     HEAD_END = "\r\n\r\n"
+    # Seconds the advertised idle timeout stays below keepalive_timeout: a
+    # client starts counting when it has read the response, later than the
+    # server does, and the field has whole seconds only.
+    KEEP_ALIVE_MARGIN = 1
 
     # true once any byte of the current response went to the socket
     attr_reader :started
 
-    def initialize(logger)
+    # The `keep-alive: timeout=N` line of responses that keep their
+    # connection (N: keepalive_timeout less KEEP_ALIVE_MARGIN, whole
+    # seconds), so that clients stop reusing an idle connection before the
+    # server closes it. nil (no line) when N would be under 1.
+    def self.keep_alive_line(keepalive_timeout)
+      seconds = keepalive_timeout.floor - KEEP_ALIVE_MARGIN
+      "keep-alive: timeout=#{seconds}\r\n".freeze if seconds >= 1
+    end
+
+    # keep_alive_line: see ::keep_alive_line.
+    def initialize(logger, keep_alive_line = nil)
       @logger = logger
-      @head = ResponseHead.new
+      @head = ResponseHead.new(keep_alive_line)
       @buf = String.new(capacity: 4096, encoding: Encoding::BINARY)
       @started = false
     end

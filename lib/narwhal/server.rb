@@ -28,8 +28,10 @@ module Narwhal
     # listeners: already bound Listener objects (a worker's), or nil to bind
     # the configured addresses. scoreboard/slot: where request start times
     # go for the master's timeout; master_pipe: readable at EOF when the
-    # master is gone.
-    def initialize(app, config, listeners: nil, scoreboard: nil, slot: 0, master_pipe: nil, ready: nil)
+    # master is gone; let_go_pipe: at EOF once the master let go of the
+    # listeners for good (its workers then serve the listen queue first).
+    def initialize(app, config, listeners: nil, scoreboard: nil, slot: 0, master_pipe: nil, let_go_pipe: nil,
+                   ready: nil)
       @app = app
       @config = config
       @logger = config.logger
@@ -55,6 +57,7 @@ module Narwhal
       @access_log = path && AccessLog.open(path, format, @logger)
       @context = Connection::Context.new(@limits, dispatcher, @logger, @counters, true, @access_log)
       @master_pipe = master_pipe
+      @let_go_pipe = let_go_pipe
       @ready = ready
       @signals = nil # SignalQueue, while running
     end
@@ -108,11 +111,14 @@ module Narwhal
     # threads: one call per thread, each with its own slot.
     def responder_for(thread, thread_slot)
       access_log = @access_log&.line_writer
-      return Responder.new(@app, @logger, thread_slot, @counters, access_log: access_log) unless @soft_timeout
+      keep_alive = ResponseWriter.keep_alive_line(@limits.keepalive_timeout)
+      unless @soft_timeout
+        return Responder.new(@app, @logger, thread_slot, @counters, access_log: access_log, keep_alive: keep_alive)
+      end
 
       WatchedResponder.new(@app, @logger, thread_slot, @counters,
                            soft_timeout: @soft_timeout.watch(thread, thread_slot),
-                           on_timeout: method(:request_interrupted), access_log: access_log)
+                           on_timeout: method(:request_interrupted), access_log: access_log, keep_alive: keep_alive)
     end
 
     # On the app thread, after soft_timeout interrupted its request: the
@@ -207,19 +213,29 @@ module Narwhal
       exit!(0)
     end
 
-    def graceful_stop(message)
+    # drain: serve the listen queue first, when no other process will.
+    def graceful_stop(message, drain: last_to_listen?)
       return unless @context.keepalive # the master repeats QUIT until we are gone
 
       @context.keepalive = false
       @counters.accepting = false # siblings stop leaving connections to us
       @logger.info(message)
-      @reactor.stop_accepting
+      # a worker's listeners stay the master's (its socket files too)
+      @reactor.retire(drain: drain) { @listeners.each { |l| l.close(unlink: @standalone) } }
+    end
+
+    # Standalone, or a worker whose master let go of the listeners: only
+    # this process and its siblings still hold them.
+    def last_to_listen?
+      @standalone || (!@let_go_pipe.nil? && @let_go_pipe.read_nonblock(1, exception: false).nil?)
+    rescue IOError, SystemCallError
+      false
     end
 
     # The pipe's write end lives only in the master: EOF means it died.
     def master_gone
       @reactor.unwatch(@master_pipe)
-      graceful_stop("master is gone: finishing requests in progress, then exiting")
+      graceful_stop("master is gone: finishing requests in progress, then exiting", drain: true)
       # no master is left to enforce `timeout`: do it here
       limit = @config[:timeout]
       Thread.new do

@@ -15,11 +15,12 @@ module Narwhal
     # hook_server: what the hooks receive as `server` (the master).
     # listeners: the ListenerSet (after_fork may add to it: server.listen).
     # app: the preloaded app, or nil to build one with app_builder.
-    # master_pipe: reads EOF once the master is gone. reports: WorkerReports.
+    # master_pipe: reads EOF once the master is gone; let_go_pipe: once it
+    # let go of the listeners (Server). reports: WorkerReports.
     # forget_master: drops what the fork copied but the worker does not own
     # (the master's signal handlers, pipes and worker table).
     def initialize(worker, config:, hook_server:, listeners:, scoreboard:, app:, app_builder:, master_pipe:,
-                   reports:, forget_master:)
+                   reports:, forget_master:, let_go_pipe: nil)
       @worker = worker
       @config = config
       @logger = config.logger
@@ -29,6 +30,7 @@ module Narwhal
       @app = app
       @app_builder = app_builder
       @master_pipe = master_pipe
+      @let_go_pipe = let_go_pipe
       @reports = reports
       @forget_master = forget_master
       @ready = false
@@ -46,7 +48,8 @@ module Narwhal
       end
       app = @app || @app_builder.call
       server = Server.new(app, @config, listeners: @listeners.to_a, scoreboard: @scoreboard,
-                                        slot: @worker.nr, master_pipe: @master_pipe, ready: method(:ready))
+                                        slot: @worker.nr, master_pipe: @master_pipe, let_go_pipe: @let_go_pipe,
+                                        ready: method(:ready))
       server.run
       @logger.info("worker=#{@worker.nr} pid=#{Process.pid} exiting")
       exit(0) # at_exit hooks of the app run, as in Unicorn

@@ -3,6 +3,7 @@
 require "test_helper"
 require "support/example_file"
 require "support/client_loop"
+require "support/kept_alive_clients"
 
 # Behind a real haproxy running examples/haproxy.cfg (its port and socket
 # path replaced by the test's): the health check finds narwhal up, and a
@@ -18,6 +19,7 @@ class HaproxyTest < Minitest::Test
     run lambda { |env|
       File.write("up.log", "#{env['REQUEST_METHOD']} #{env['HTTP_HOST']}\n", mode: "a") if env["PATH_INFO"] == "/up"
       return [200, {}, ["queue_time=#{env['narwhal.queue_time'].inspect}"]] if env["PATH_INFO"] == "/queue"
+      return [200, {}, [env["rack.input"].read]] if env["REQUEST_METHOD"] == "POST"
       [200, { "content-type" => "text/plain" }, ["ok #{Process.pid}"]]
     }
   RU
@@ -33,24 +35,32 @@ class HaproxyTest < Minitest::Test
   end
 
   def teardown
-    if @haproxy_pid
-      Process.kill(:TERM, @haproxy_pid)
-      Process.wait(@haproxy_pid)
-    end
+    @clients&.stop
+    stop_haproxy
     @extra_pids&.each { |pid| Process.kill(:KILL, pid) rescue nil } # rubocop:disable Style/RescueModifier
     @server&.stop
     FileUtils.rm_rf(@dir)
   end
 
-  def start_narwhal
-    Narwhal::ServerProcess.start(app: APP, listen: @sock, workers: 2, config: @config)
+  def start_narwhal(config = @config)
+    Narwhal::ServerProcess.start(app: APP, listen: @sock, workers: 2, config: config)
   end
 
-  def start_haproxy
+  def stop_haproxy
+    return unless @haproxy_pid
+
+    Process.kill(:TERM, @haproxy_pid)
+    Process.wait(@haproxy_pid)
+    @haproxy_pid = nil
+  end
+
+  # more: replacements in the example beyond the test's port and socket.
+  def start_haproxy(more = {})
     @port = TCPServer.new("127.0.0.1", 0).then { |s| s.addr[1].tap { s.close } }
     cfg = Narwhal::ExampleFile.write("haproxy.cfg", @dir,
                                      "bind :80" => "bind 127.0.0.1:#{@port}",
-                                     "unix@/var/www/app/tmp/sockets/narwhal.sock" => "unix@#{@sock}")
+                                     "unix@/var/www/app/tmp/sockets/narwhal.sock" => "unix@#{@sock}",
+                                     **more)
     @log = File.join(@dir, "haproxy.log")
     @haproxy_pid = Process.spawn(HAPROXY, "-f", cfg, "-db", out: @log, err: @log)
     # the first health check passes (a check runs at start-up) and a
@@ -100,5 +110,25 @@ class HaproxyTest < Minitest::Test
 
   def test_usr2_and_quit_of_the_old_master_through_haproxy
     assert_all_ok(upgrade_under_load(workers: 2))
+  end
+
+  # haproxy keeps its connections to narwhal open (the example's
+  # http-server-close removed); workers recycle every 20 requests under
+  # kept-alive clients POSTing: haproxy answers none of them 502.
+  def test_recycling_behind_haproxy_with_kept_alive_server_connections_loses_no_post
+    stop_haproxy
+    @server.stop
+    @server = start_narwhal("#{@config}worker_max_requests 20, jitter: 0\n")
+    start_haproxy("  option http-server-close\n" => "")
+    # busier than the direct test: the proxy looks for a close before it
+    # reuses a connection, so only a close at the instant of a request shows
+    @clients = Narwhal::KeptAliveClients.new(count: 8, pause: 0.005) { TCPSocket.new("127.0.0.1", @port) }.start
+    recycles = Integer(ENV.fetch("RECYCLES", 12))
+    wait_until(timeout: 25 + (recycles * 2), message: "#{recycles} recycles") do
+      @server.log.scan(/serves in place of worker=/).size >= recycles
+    end
+    results = @clients.stop
+    assert_empty results.failed + results.lost, "#{results.ok} answered\n#{haproxy_log.lines.grep(/ 50\d /).first(5).join}"
+    assert_operator results.ok, :>, 100
   end
 end

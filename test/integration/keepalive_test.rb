@@ -82,6 +82,26 @@ class KeepaliveTest < Minitest::Test
     c&.close
   end
 
+  # Told the idle timeout (keepalive_timeout 5 less a second's margin), a
+  # client stops reusing a connection before the server closes it.
+  def test_kept_alive_responses_advertise_the_idle_timeout
+    c = server.connect
+    c.write(get("/a"))
+    assert_equal "timeout=4", c.read_response["keep-alive"]
+    c.write(get("/b", version: "1.0", headers: "Connection: keep-alive\r\n"))
+    assert_equal "timeout=4", c.read_response["keep-alive"]
+    c.write(get("/c", headers: "Connection: close\r\n"))
+    last = c.read_response
+    assert_equal "close", last["connection"]
+    assert_nil last["keep-alive"], "a closing response has no idle timeout"
+    d = short.connect
+    d.write(get("/d"))
+    assert_nil d.read_response["keep-alive"], "keepalive_timeout 1 leaves no whole second to advertise"
+  ensure
+    c&.close
+    d&.close
+  end
+
   def test_connection_close_is_honoured
     ["close", "Close", "keep-alive, close"].each do |value|
       c = server.connect

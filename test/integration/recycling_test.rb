@@ -2,6 +2,7 @@
 
 require "test_helper"
 require_relative "../support/client_loop"
+require_relative "../support/kept_alive_clients"
 
 # Workers replaced for worker_memory_limit and worker_max_requests under a
 # client loop: the replacement serves before the old worker is told to
@@ -21,6 +22,7 @@ class RecyclingTest < Minitest::Test
 
   def teardown
     @load && (@load[:stop] = true)
+    @clients&.stop
     @server&.stop
   end
 
@@ -129,5 +131,28 @@ class RecyclingTest < Minitest::Test
     statuses.concat(Array.new(3) { get })
     assert_equal [200], statuses.uniq
     assert_equal new_pid, served_pids.last
+  end
+
+  # Answers a POST with its body.
+  ECHO = <<~'RU'
+    run lambda { |env| [200, { "content-type" => "text/plain" }, [env["rack.input"].read]] }
+  RU
+
+  # Recycles counted from the master's log (RECYCLES=20 measures more).
+  RECYCLES = Integer(ENV.fetch("RECYCLES", 6))
+
+  # A retiring worker answers requests that reach its kept-alive
+  # connections (with connection: close), never closes one under a request.
+  def test_kept_alive_clients_posting_lose_no_request_across_recycles
+    @server = Narwhal::ServerProcess.start(app: ECHO, lint: false, workers: 2,
+                                           config: "preload_app true\nworker_processes 2\n" \
+                                                   "worker_max_requests 20, jitter: 0\n")
+    @clients = Narwhal::KeptAliveClients.new { TCPSocket.new(@server.host, @server.port) }.start
+    wait_until(timeout: 25 + (RECYCLES * 2), message: "#{RECYCLES} recycles") { hand_overs.size >= RECYCLES }
+    results = @clients.stop
+    assert_empty results.lost, "requests sent on kept-alive connections got no response " \
+                               "(#{results.ok} answered, #{hand_overs.size} recycles)"
+    assert_empty results.failed
+    assert_operator results.closes, :>, 0, "retiring workers closed connections with connection: close"
   end
 end

@@ -268,4 +268,55 @@ class UpgradeTest < Minitest::Test
   ensure
     sock&.close
   end
+
+  # /ready's status on a control port, or the error instead of one.
+  def ready_status(port)
+    sock = TCPSocket.new("127.0.0.1", port)
+    sock.write("GET /ready HTTP/1.1\r\nHost: x\r\n\r\n")
+    return :no_answer_in_10s unless sock.wait_readable(10)
+
+    Narwhal::RawClient.new(sock).read_response(timeout: 10).status
+  rescue SystemCallError, IOError => e
+    e.class
+  ensure
+    sock&.close
+  end
+
+  # A readiness probe (the kubelet's, a load balancer's) on control_listen
+  # while the new generation takes over: every answer is 200, none a 503 of
+  # the leaving master or a refused connection.
+  def test_ready_stays_200_across_usr2_and_quit_of_the_old_master
+    port = TCPServer.open("127.0.0.1", 0) { |s| s.local_address.ip_port }
+    start_with_pid_file(%(control_listen "127.0.0.1:#{port}"\n))
+    old = @server.pid
+    wait_until(message: "ready") { ready_status(port) == 200 }
+    seen = Queue.new
+    stop = false
+    prober = Thread.new do
+      until stop
+        seen << ready_status(port)
+        sleep 0.02 # a probe's pace
+      end
+    end
+    @server.signal(:USR2)
+    new_pid = wait_until(timeout: 15, message: "new master") do
+      pid = read_pid(@pid_path)
+      pid if pid && pid != old
+    end
+    @extra_pids = [new_pid]
+    wait_until(timeout: 15, message: "new workers ready") do
+      @server.log.scan(/worker=\d+ ready pid=(\d+)/).flatten.map(&:to_i).count do |pid|
+        @server.worker_pids(new_pid).include?(pid)
+      end == 2
+    end
+    @server.signal(:QUIT)
+    @server.wait_exit(timeout: 15)
+    after = seen.size
+    wait_until(timeout: 15, message: "probes after the old master left") { seen.size >= after + 50 }
+    stop = true
+    prober.join(10)
+    statuses = Array.new(seen.size) { seen.pop }
+    assert_equal [200], statuses.uniq, "#{statuses.tally} of #{statuses.size} probes"
+    assert_equal 200, ready_status(port), "the new master answers"
+  end
 end

@@ -49,7 +49,21 @@ module Narwhal
         @logger.info(sig == :QUIT ? "#{why}: stopping workers gracefully" : "#{why} received: stopping now")
         @shutdown.stop(sig, @config, Clock.now)
         @notify.stopping(why, successor: @reexec.pid) # after USR2 the new master carries the unit on
+        let_go_of_listeners
         @workers.signal_all(sig)
+      end
+
+      # The workers hold the listening sockets on, and told so (before their
+      # QUIT: they look when it comes) they serve what waits in the listen
+      # queue before they let go too (Reactor#retire). A USR2 successor
+      # holds them already, and answers probes on the control socket.
+      def let_go_of_listeners
+        if @reexec.running?
+          @control&.stop(unlink: false)
+        else
+          @let_go_w.close unless @let_go_w.closed?
+        end
+        @listener_set.close(unlink: !@reexec.running?)
       end
 
       def reopen_logs
@@ -58,7 +72,7 @@ module Narwhal
       end
 
       def reexec
-        @pid_file = @reexec.start(@pid_file, @listener_set) do
+        @pid_file = @reexec.start(@pid_file, @listener_set, control: @control) do
           @notify.before_exec
           @config[:before_exec].call(self)
         end

@@ -37,13 +37,14 @@ module Narwhal
       LISTEN_OPTIONS = { backlog: 64, tcp_defer_accept: false, tries: 0 }.freeze
       RETRY_BUSY = 1.0 # seconds between attempts on an address still in use
 
-      # address: control_listen's; status: a Status (#to_h).
-      def initialize(address, status, logger, read_deadline: READ_DEADLINE)
+      # address: control_listen's; status: a Status (#to_h); listener: the
+      # socket a USR2 predecessor passed down (ControlHandover), or nil.
+      def initialize(address, status, logger, read_deadline: READ_DEADLINE, listener: nil)
         @address = address
         @read_deadline = read_deadline
         @status = status
         @logger = logger
-        @listener = nil
+        @listener = listener
         @clients = {}
         @thread = nil
       end
@@ -58,7 +59,7 @@ module Narwhal
       # holds it): then the thread binds once it is free.
       def start(wait_if_busy: false)
         begin
-          bind
+          bind unless @listener
         rescue ListenError => e
           raise unless wait_if_busy && e.cause.is_a?(Errno::EADDRINUSE)
 
@@ -70,8 +71,17 @@ module Narwhal
         self
       end
 
-      # unlink: false keeps a Unix socket's file (a re-exec'd master binds
-      # its own once this one is gone).
+      # USR2's child, before exec: the socket goes to the new master.
+      def pass_on_exec
+        @listener ? ControlHandover.pass_on_exec(@listener) : {}
+      end
+
+      def started?
+        !@thread.nil?
+      end
+
+      # unlink: false keeps a Unix socket's file (a re-exec'd master
+      # serves it). Once more after the first: nothing.
       def stop(unlink: true)
         @thread&.kill&.join(1)
         @clients.each_key { |io| io.close unless io.closed? }

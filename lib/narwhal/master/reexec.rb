@@ -30,11 +30,11 @@ module Narwhal
         !@pid.nil?
       end
 
-      # listeners: the ListenerSet the new master inherits; before_exec runs
-      # in the child just before exec. Returns the pid file the old master
-      # keeps (renamed PATH.oldbin), or the one given when the re-exec is
-      # refused.
-      def start(pid_file, listeners, &before_exec)
+      # listeners: the ListenerSet the new master inherits, with control's
+      # socket (Control, or nil); before_exec runs in the child just before
+      # exec. Returns the pid file the old master keeps (renamed
+      # PATH.oldbin), or the one given when the re-exec is refused.
+      def start(pid_file, listeners, control: nil, &before_exec)
         unless @available
           @logger.error(REFUSED)
           return pid_file
@@ -50,7 +50,7 @@ module Narwhal
           end
           pid_file = pid_file.rename_to_oldbin
         end
-        @pid = fork { exec_new_master(listeners, before_exec) }
+        @pid = fork { exec_new_master(listeners, control, before_exec) }
         Process.setproctitle("narwhal master (old)")
         @logger.info("re-executing: new master pid=#{@pid}")
         pid_file
@@ -70,8 +70,9 @@ module Narwhal
 
       private
 
-      def exec_new_master(listeners, before_exec)
+      def exec_new_master(listeners, control, before_exec)
         inherited = listeners.pass_on_exec
+        inherited.merge!(control.pass_on_exec) if control
         before_exec.call
         Dir.chdir(START_CTX[:cwd])
         # the new master's START_CTX keeps a symlinked path (/app/current)

@@ -1,0 +1,96 @@
+# frozen_string_literal: true
+
+require "test_helper"
+
+# QUIT and a graceful TERM with connections waiting in the listen queue
+# (the kernel completed them, no worker took them yet): the workers serve
+# them before they let go of the listening socket, so the kernel never
+# resets them. Every app thread is held busy while they queue up.
+class ListenQueueOnStopTest < Minitest::Test
+  # /hold waits (in the app) until the test creates the file "release".
+  APP = <<~'RU'
+    run lambda { |env|
+      if env["PATH_INFO"] == "/hold"
+        File.write("held-#{Process.pid}-#{Thread.current.object_id}", "")
+        sleep 0.01 until File.exist?("release")
+      end
+      [200, { "content-type" => "text/plain" }, ["ok"]]
+    }
+  RU
+
+  def teardown
+    @sockets&.each { |s| s.close unless s.closed? }
+    @server&.stop
+  end
+
+  def start(workers:, threads:, config: "")
+    @server = Narwhal::ServerProcess.start(app: APP, lint: false, workers: workers,
+                                           config: "worker_processes #{workers}\nthreads #{threads}\n#{config}")
+    @sockets = []
+  end
+
+  def send_get(path)
+    sock = TCPSocket.new(@server.host, @server.port)
+    @sockets << sock
+    sock.write("GET #{path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n")
+    sock
+  end
+
+  def held
+    Dir.glob(File.join(@server.dir, "held-*")).size
+  end
+
+  # What `ss` shows in the listening socket's Recv-Q: connections the
+  # kernel completed and no worker accepted yet.
+  def listen_queue
+    line = `ss -Hltn sport = :#{@server.port}`.lines.first
+    line ? line.split[1].to_i : 0
+  end
+
+  # The status of the response on sock (read to EOF: each asked for
+  # connection: close), or what came instead of one.
+  def status_of(sock, timeout: 30)
+    response = +""
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + timeout
+    while (left = deadline - Process.clock_gettime(Process::CLOCK_MONOTONIC)).positive? && sock.wait_readable(left)
+      chunk = sock.read_nonblock(65_536, exception: false)
+      break if chunk.nil?
+
+      response << chunk if chunk.is_a?(String)
+    end
+    response.empty? ? :no_response : response[%r{\AHTTP/1\.1 (\d{3})}, 1].to_i
+  rescue SystemCallError, IOError => e
+    e.class
+  end
+
+  # Every thread of every worker held in the app, `queued` connections in
+  # the listen queue; the stop signal, then the held requests end: every
+  # request, held or queued, gets its 200.
+  def assert_queue_served_across(stop, workers:, threads:, queued:)
+    busy = Array.new(workers * threads) { send_get("/hold") }
+    wait_until(timeout: 20, message: "every thread busy") { held == workers * threads }
+    waiting = Array.new(queued) { send_get("/") }
+    wait_until(timeout: 20, message: "#{queued} connections in the listen queue") { listen_queue == queued }
+    stop.call
+    wait_until(timeout: 20, message: "stopping") { @server.log.include?("stopping workers gracefully") }
+    File.write(File.join(@server.dir, "release"), "")
+    statuses = (busy + waiting).map { |s| status_of(s) }
+    assert_equal [200] * statuses.size, statuses, "held and queued requests all served\n#{@server.log}"
+    assert_equal 0, @server.wait_exit(timeout: 30).exitstatus
+  end
+
+  def test_quit_with_one_thread_serves_the_listen_queue
+    start(workers: 1, threads: 1)
+    assert_queue_served_across(-> { @server.signal(:QUIT) }, workers: 1, threads: 1, queued: 5)
+  end
+
+  def test_quit_with_two_workers_of_four_threads_serves_the_listen_queue
+    start(workers: 2, threads: 4)
+    assert_queue_served_across(-> { @server.signal(:QUIT) }, workers: 2, threads: 4, queued: 16)
+  end
+
+  def test_graceful_term_serves_the_listen_queue
+    start(workers: 2, threads: 2, config: "term_graceful true\ndrain_delay 0\n")
+    assert_queue_served_across(-> { @server.signal(:TERM) }, workers: 2, threads: 2, queued: 8)
+  end
+end
