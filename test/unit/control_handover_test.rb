@@ -23,6 +23,10 @@ class ControlHandoverTest < Minitest::Test
     taken = Handover.take(@listener.address, @env)
     assert_equal @listener.address, taken.address
     assert_empty @env, "the variable is not passed on to the app"
+  ensure
+    # the same descriptor as @listener's, which teardown closes: left to the
+    # garbage collector it would close whatever a later test opened there
+    taken&.io&.autoclose = false
   end
 
   def test_a_changed_address_is_not_taken_and_its_descriptor_is_closed
