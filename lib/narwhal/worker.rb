@@ -13,15 +13,17 @@ module Narwhal
   # its predecessor's `place` from then on.
   class Worker
     attr_reader :nr
-    # quitting: sent QUIT; recycling: to be replaced (Master::Recycler);
-    # ready: reported that it serves; stand_in_for: the place it took.
-    attr_accessor :pid, :quitting, :recycling, :ready, :stand_in_for
+    # quitting: sent QUIT; killed: sent KILL for its timeout; recycling:
+    # to be replaced (Master::Recycler); ready: reported that it serves;
+    # stand_in_for: the place it took.
+    attr_accessor :pid, :quitting, :killed, :recycling, :ready, :stand_in_for
 
     def initialize(nr)
       @nr = nr
       @pid = nil
       @switched = false
       @quitting = false
+      @killed = false
       @recycling = false
       @ready = false
       @stand_in_for = nil
