@@ -13,6 +13,9 @@ module Narwhal
   class Master
     autoload :Commands, "narwhal/master/commands"
     autoload :Control, "narwhal/master/control"
+    autoload :ForkLimits, "narwhal/master/fork_limits"
+    autoload :Forker, "narwhal/master/forker"
+    autoload :ForkRefused, "narwhal/master/forker"
     autoload :Metrics, "narwhal/master/metrics"
     autoload :Recycler, "narwhal/master/recycler"
     autoload :Reexec, "narwhal/master/reexec"
@@ -52,6 +55,7 @@ module Narwhal
       @app = nil
       @shutdown = Shutdown.new
       @tally = Tally.new
+      @failed_passes = 0 # passes in a row that raised
     end
 
     # While true /ready answers 503 (load balancers take the server out):
@@ -112,38 +116,67 @@ module Narwhal
 
     # Runs the master loop; returns the exit status.
     def join
-      loop do
-        @notify.watchdog # here, so that a master stuck anywhere in its loop stops pinging
-        @workers.reap(stopping: @shutdown.stopping?) { |pid, status| reexec_exited(pid, status) }
-        while (sig = @signals.pop)
-          handle_signal(sig)
-        end
-        break if @shutdown.stopping? && @workers.empty?
-
-        stop(:QUIT, "drain_delay over") if @shutdown.drain_over?(Clock.now)
-        if @shutdown.stopping?
-          @workers.signal_all(@shutdown.signal) # again, for any worker that missed it
-          @shutdown.kill_stragglers(@workers, @logger, Clock.now)
-        else
-          reason = @workers.give_up_reason
-          return give_up(reason) if reason
-
-          @monitor.check(@workers) do |worker, sig, policy|
-            sig == :QUIT ? @recycler.retire(worker, policy.event) : @workers.signal(worker, sig)
-          end
-          @recycler.step(@worker_processes)
-          @workers.retire_beyond(@worker_processes)
-          @workers.spawn_missing(@worker_processes)
-        end
-        sleep_on_pipe
-      end
-      shutdown
-      0
+      status = nil
+      status = guarded_pass until status
+      status
     ensure
       @signals&.restore # for a program that runs the master inside it (rackup)
     end
 
     private
+
+    # One pass of the loop; the exit status once the master is done, else nil.
+    def pass
+      @notify.watchdog # here, so that a master stuck anywhere in its loop stops pinging
+      @workers.reap(stopping: @shutdown.stopping?) { |pid, status| reexec_exited(pid, status) }
+      while (sig = @signals.pop)
+        handle_signal(sig)
+      end
+      return stopped if @shutdown.stopping? && @workers.empty?
+
+      stop(:QUIT, "drain_delay over") if @shutdown.drain_over?(Clock.now)
+      if @shutdown.stopping?
+        @workers.signal_all(@shutdown.signal) # again, for any worker that missed it
+        @shutdown.kill_stragglers(@workers, @logger, Clock.now)
+      else
+        reason = @workers.give_up_reason
+        return give_up(reason) if reason
+
+        @monitor.check(@workers) do |worker, sig, policy|
+          sig == :QUIT ? @recycler.retire(worker, policy.event) : @workers.signal(worker, sig)
+        end
+        @recycler.step(@worker_processes)
+        @workers.retire_beyond(@worker_processes)
+        @workers.spawn_missing(@worker_processes)
+      end
+      nil
+    end
+
+    # The master outlives its own failures: its workers would follow it
+    # (they exit when it is gone) and the port would refuse connections.
+    # Hooks and forks handle theirs where they run (WorkerTable); what
+    # reaches here is unexpected, so it is logged with its backtrace, and
+    # the next pass waits as a failed fork would (RespawnPolicy's delays)
+    # so that an error on every pass is not a hot loop. Signals still wake
+    # that wait.
+    def guarded_pass
+      status = pass
+      @failed_passes = 0
+      sleep_on_pipe unless status
+      status
+    rescue StandardError => e
+      @failed_passes += 1
+      delay = RespawnPolicy.delay(@failed_passes)
+      @logger.error("master loop failed: #{ErrorMessage.for(e)}; carrying on in #{format('%g', delay)}s" \
+                    "#{ErrorMessage.backtrace(e)}")
+      @signals.wait(delay)
+      nil
+    end
+
+    def stopped
+      shutdown
+      0
+    end
 
     # Also wakes for a worker's report, and when a held-back fork is due.
     def sleep_on_pipe
