@@ -98,7 +98,10 @@ module Narwhal
       @master_r, @master_w = IO.pipe # workers see EOF when the master is gone
       @notify = SystemdNotify.new(@logger)
       ready = method(:first_worker_ready)
-      @workers = WorkerTable.new(@config, @scoreboard, self, on_first_ready: ready, tally: @tally) do |worker, reports|
+      # a worker a soft timeout interrupted is replaced first, as a recycled one
+      retire = ->(worker) { @recycler.retire(worker, nil) }
+      @workers = WorkerTable.new(@config, @scoreboard, self, on_first_ready: ready, on_retire: retire,
+                                                             tally: @tally) do |worker, reports|
         worker_process(worker, reports).run
       end
       @recycler = Recycler.new(@workers, @tally)

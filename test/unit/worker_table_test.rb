@@ -283,4 +283,29 @@ class WorkerTableTest < Minitest::Test
       assert_match(/ -- : worker=1 pid=#{pids[1]} after_worker_exit failed: pager down for 1\n/, @log.string)
     end
   end
+
+  # A worker a soft timeout interrupted asks to be replaced: the master's
+  # callback gets that worker (Master hands it to its Recycler).
+  def test_a_retire_report_hands_the_worker_to_on_retire
+    as_master do
+      asked = []
+      on_retire = ->(w) { asked << w }
+      @table = Narwhal::Master::WorkerTable.new(@config, @board, @hook_server, on_first_ready: -> {},
+                                                                             on_retire: on_retire) do |_w, reports|
+        trap(:QUIT) { exit!(0) }
+        reports.retire
+        sleep
+      end
+      @table.spawn_missing(1)
+      worker = @table.first
+      wait_until(timeout: 15, message: "the report read") do
+        @table.read_reports
+        asked.any?
+      end
+      assert_equal [worker], asked
+      assert_same worker, asked.first
+      @table.signal_all(:QUIT)
+      reap_until("the worker reaped") { @table.empty? }
+    end
+  end
 end

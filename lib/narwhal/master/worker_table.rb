@@ -14,11 +14,14 @@ module Narwhal
 
       attr_writer :config # HUP's new one
 
-      # on_first_ready: called once the first worker ever is ready. tally:
-      # where respawns are counted (Tally). The block runs in each forked
-      # child with the Worker and the WorkerReports, and never returns.
-      def initialize(config, scoreboard, hook_server, on_first_ready:, tally: nil, forker: Forker.new, &child)
+      # on_first_ready: called once the first worker ever is ready;
+      # on_retire: with a worker that asks to be replaced. tally: where
+      # respawns are counted (Tally). The block runs in each forked child
+      # with the Worker and the WorkerReports, and never returns.
+      def initialize(config, scoreboard, hook_server, on_first_ready:, on_retire: nil, tally: nil, forker: Forker.new,
+                     &child)
         @config = config
+        @on_retire = on_retire
         @forker = forker
         @scoreboard = scoreboard
         @hook_server = hook_server
@@ -125,6 +128,7 @@ module Narwhal
             @by_pid[pid]&.ready = true
             @on_first_ready.call if @respawn.ready(pid)
           when "failed" then @respawn.boot_error(pid, message)
+          when "retire" then @by_pid[pid]&.then { |worker| @on_retire&.call(worker) }
           end
         end
       end
