@@ -48,7 +48,8 @@ module Narwhal
       @logger = config.logger
       @app_builder = app_builder
       @daemon = daemon
-      @reexec = Reexec.new(@logger, available: reexec)
+      @forker = Forker.new # one watchdog thread for every fork of the master
+      @reexec = Reexec.new(@logger, available: reexec, forker: @forker)
       @worker_processes = config[:worker_processes]
       @listener_set = ListenerSet.new(@logger)
       @pid_file = nil
@@ -101,7 +102,7 @@ module Narwhal
       # a worker a soft timeout interrupted is replaced first, as a recycled one
       retire = ->(worker) { @recycler.retire(worker, nil) }
       @workers = WorkerTable.new(@config, @scoreboard, self, on_first_ready: ready, on_retire: retire,
-                                                             tally: @tally) do |worker, reports|
+                                                             tally: @tally, forker: @forker) do |worker, reports|
         worker_process(worker, reports).run
       end
       @recycler = Recycler.new(@workers, @tally)
@@ -156,12 +157,10 @@ module Narwhal
     end
 
     # The master outlives its own failures: its workers would follow it
-    # (they exit when it is gone) and the port would refuse connections.
-    # Hooks and forks handle theirs where they run (WorkerTable); what
-    # reaches here is unexpected, so it is logged with its backtrace, and
-    # the next pass waits as a failed fork would (RespawnPolicy's delays)
-    # so that an error on every pass is not a hot loop. Signals still wake
-    # that wait.
+    # and the port would refuse connections. Hooks and forks handle theirs
+    # where they run (WorkerTable); what reaches here is unexpected: logged
+    # with its backtrace, and the next pass waits as after a failed fork
+    # (RespawnPolicy's delays), so an error on every pass cannot spin.
     def guarded_pass
       status = pass
       @failed_passes = 0
