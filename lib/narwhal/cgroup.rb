@@ -1,8 +1,9 @@
 # frozen_string_literal: true
 
 module Narwhal
-  # The Linux control group this process runs in, and the two limits of it
-  # narwhal cares about: the CPU quota and the memory limit. Works with
+  # The Linux control group this process runs in, and the limits of it
+  # narwhal cares about: the CPU quota, the memory limit and the most tasks
+  # (pids.max, named when a fork is refused). Works with
   # cgroup v2 (the unified hierarchy: cpu.max, memory.max) and v1 (one
   # mount per controller: cpu.cfs_quota_us and cpu.cfs_period_us,
   # memory.limit_in_bytes), hybrid hosts included.
@@ -59,6 +60,17 @@ module Narwhal
         bytes = text && Integer(text, 10, exception: false)
         limited = bytes&.positive? && bytes < V1_UNLIMITED
         [limited ? bytes : nil, file, bytes && !limited ? "#{text} (no limit)" : describe(text)]
+      end
+    end
+
+    # The most tasks (processes and threads) the group may hold: pids.max,
+    # the same file in v1 and v2; the source says pids.current too.
+    def pids_limit
+      limit("pids") do |_version, dir|
+        text = read(dir, "pids.max")
+        count = text && Integer(text, 10, exception: false)
+        current = describe(read(dir, "pids.current"))
+        [count&.positive? ? count : nil, "pids.max", "#{describe(text)} (pids.current #{current})"]
       end
     end
 

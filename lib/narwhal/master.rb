@@ -14,6 +14,9 @@ module Narwhal
     autoload :Commands, "narwhal/master/commands"
     autoload :Control, "narwhal/master/control"
     autoload :ControlHandover, "narwhal/master/control_handover"
+    autoload :ForkLimits, "narwhal/master/fork_limits"
+    autoload :Forker, "narwhal/master/forker"
+    autoload :ForkRefused, "narwhal/master/forker"
     autoload :Metrics, "narwhal/master/metrics"
     autoload :Recycler, "narwhal/master/recycler"
     autoload :Reexec, "narwhal/master/reexec"
@@ -46,13 +49,15 @@ module Narwhal
       @logger = config.logger
       @app_builder = app_builder
       @daemon = daemon
-      @reexec = Reexec.new(@logger, available: reexec)
+      @forker = Forker.new # one watchdog thread for every fork of the master
+      @reexec = Reexec.new(@logger, available: reexec, forker: @forker)
       @worker_processes = config[:worker_processes]
       @listener_set = ListenerSet.new(@logger)
       @pid_file = nil
       @app = nil
       @shutdown = Shutdown.new
       @tally = Tally.new
+      @failed_passes = 0 # passes in a row that raised
     end
 
     # While true /ready answers 503 (load balancers take the server out):
@@ -98,7 +103,10 @@ module Narwhal
       @let_go_r, @let_go_w = IO.pipe
       @notify = SystemdNotify.new(@logger)
       ready = method(:first_worker_ready)
-      @workers = WorkerTable.new(@config, @scoreboard, self, on_first_ready: ready, tally: @tally) do |worker, reports|
+      # a worker a soft timeout interrupted is replaced first, as a recycled one
+      retire = ->(worker) { @recycler.retire(worker, nil) }
+      @workers = WorkerTable.new(@config, @scoreboard, self, on_first_ready: ready, on_retire: retire,
+                                                             tally: @tally, forker: @forker) do |worker, reports|
         worker_process(worker, reports).run
       end
       @recycler = Recycler.new(@workers, @tally)
@@ -116,38 +124,65 @@ module Narwhal
 
     # Runs the master loop; returns the exit status.
     def join
-      loop do
-        @notify.watchdog # here, so that a master stuck anywhere in its loop stops pinging
-        @workers.reap(stopping: @shutdown.stopping?) { |pid, status| reexec_exited(pid, status) }
-        while (sig = @signals.pop)
-          handle_signal(sig)
-        end
-        break if @shutdown.stopping? && @workers.empty?
-
-        stop(:QUIT, "drain_delay over") if @shutdown.drain_over?(Clock.now)
-        if @shutdown.stopping?
-          @workers.signal_all(@shutdown.signal) # again, for any worker that missed it
-          @shutdown.kill_stragglers(@workers, @logger, Clock.now)
-        else
-          reason = @workers.give_up_reason
-          return give_up(reason) if reason
-
-          @monitor.check(@workers) do |worker, sig, policy|
-            sig == :QUIT ? @recycler.retire(worker, policy.event) : @workers.signal(worker, sig)
-          end
-          @recycler.step(@worker_processes)
-          @workers.retire_beyond(@worker_processes)
-          @workers.spawn_missing(@worker_processes)
-        end
-        sleep_on_pipe
-      end
-      shutdown
-      0
+      status = nil
+      status = guarded_pass until status
+      status
     ensure
       @signals&.restore # for a program that runs the master inside it (rackup)
     end
 
     private
+
+    # One pass of the loop; the exit status once the master is done, else nil.
+    def pass
+      @notify.watchdog # here, so that a master stuck anywhere in its loop stops pinging
+      @workers.reap(stopping: @shutdown.stopping?) { |pid, status| reexec_exited(pid, status) }
+      while (sig = @signals.pop)
+        handle_signal(sig)
+      end
+      return stopped if @shutdown.stopping? && @workers.empty?
+
+      stop(:QUIT, "drain_delay over") if @shutdown.drain_over?(Clock.now)
+      if @shutdown.stopping?
+        @workers.signal_all(@shutdown.signal) # again, for any worker that missed it
+        @shutdown.kill_stragglers(@workers, @logger, Clock.now)
+      else
+        reason = @workers.give_up_reason
+        return give_up(reason) if reason
+
+        @monitor.check(@workers) do |worker, sig, policy|
+          sig == :QUIT ? @recycler.retire(worker, policy.event) : @workers.signal(worker, sig)
+        end
+        @recycler.step(@worker_processes)
+        @workers.retire_beyond(@worker_processes)
+        @workers.spawn_missing(@worker_processes)
+      end
+      nil
+    end
+
+    # The master outlives its own failures: its workers would follow it
+    # and the port would refuse connections. Hooks and forks handle theirs
+    # where they run (WorkerTable); what reaches here is unexpected: logged
+    # with its backtrace, and the next pass waits as after a failed fork
+    # (RespawnPolicy's delays), so an error on every pass cannot spin.
+    def guarded_pass
+      status = pass
+      @failed_passes = 0
+      sleep_on_pipe unless status
+      status
+    rescue StandardError => e
+      @failed_passes += 1
+      delay = RespawnPolicy.delay(@failed_passes)
+      @logger.error("master loop failed: #{ErrorMessage.for(e)}; carrying on in #{format('%g', delay)}s" \
+                    "#{ErrorMessage.backtrace(e)}")
+      @signals.wait(delay)
+      nil
+    end
+
+    def stopped
+      shutdown
+      0
+    end
 
     # Also wakes for a worker's report, and when a held-back fork is due.
     def sleep_on_pipe

@@ -3,7 +3,8 @@
 module Narwhal
   # When the master may fork again after workers failed to boot, that is,
   # exited before they were ready (an app that does not load, an after_fork
-  # hook that raises). Forking again at once would only fail again, as fast
+  # hook that raises), or could not be forked at all (before_fork raised,
+  # the kernel refused the process). Forking again at once would only fail again, as fast
   # as the machine can fork: instead each failed round doubles the wait,
   # from FIRST_DELAY up to MAX_DELAY, and only one worker at a time tries
   # while any failure is pending. A worker that becomes ready resets it all.
@@ -56,6 +57,16 @@ module Narwhal
       next_round(now) if round == @rounds # the first failure of this round
       @failures += 1
       describe_failure(worker, error)
+    end
+
+    # A worker could not be forked (before_fork raised, the kernel refused
+    # the process): a failed round, as a failed boot is. Returns what comes
+    # next, for the log line.
+    def fork_failed(error, now)
+      next_round(now)
+      @failures += 1
+      @last_error = error
+      outlook
     end
 
     # How many workers may be forked now: nil for any number.

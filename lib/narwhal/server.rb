@@ -30,8 +30,9 @@ module Narwhal
     # go for the master's timeout; master_pipe: readable at EOF when the
     # master is gone; let_go_pipe: at EOF once the master let go of the
     # listeners for good (its workers then serve the listen queue first).
+    # retire: asks the master for a replacement (true when it was told).
     def initialize(app, config, listeners: nil, scoreboard: nil, slot: 0, master_pipe: nil, let_go_pipe: nil,
-                   ready: nil)
+                   ready: nil, retire: nil)
       @app = app
       @config = config
       @logger = config.logger
@@ -59,6 +60,8 @@ module Narwhal
       @master_pipe = master_pipe
       @let_go_pipe = let_go_pipe
       @ready = ready
+      @retire = retire
+      @retire_asked = false
       @signals = nil # SignalQueue, while running
     end
 
@@ -197,14 +200,27 @@ module Narwhal
           @access_log&.flush # the lines so far go to the file being rotated
           LogReopener.reopen_logs(@config, @logger)
         when "QUIT" then graceful_stop("QUIT received: finishing requests in progress")
-        when RETIRE
-          graceful_stop("retiring after a soft timeout: finishing requests in progress, then exiting to be replaced")
+        when RETIRE then retire
         else
           @context.keepalive = false
           @exiting_now = true
           @logger.info("#{sig} received: exiting now")
           @reactor.close_all
         end
+      end
+    end
+
+    # After a soft timeout: the master forks a replacement and sends QUIT
+    # once it serves (Master::Recycler), so that the port never lacks a
+    # process that accepts. The master could not be told: stop accepting.
+    def retire
+      return if @retire_asked
+
+      @retire_asked = true
+      if @retire&.call
+        @logger.info("retiring after a soft timeout: serving on until a replacement is ready")
+      else
+        graceful_stop("retiring after a soft timeout: finishing requests in progress, then exiting to be replaced")
       end
     end
 

@@ -13,17 +13,19 @@ module Narwhal
   # its predecessor's `place` from then on.
   class Worker
     attr_reader :nr
-    # quitting: sent QUIT; recycling: to be replaced (Master::Recycler);
-    # ready: reported that it serves; stand_in_for: the place it took;
-    # threads: its request threads (`threads` when it was forked: a HUP
-    # changes it for the workers forked after it).
-    attr_accessor :pid, :quitting, :recycling, :ready, :stand_in_for, :threads
+    # quitting: sent QUIT; killed: sent KILL for its timeout; recycling:
+    # to be replaced (Master::Recycler); ready: reported that it serves;
+    # stand_in_for: the place it took; threads: its request threads
+    # (`threads` when it was forked: a HUP changes it for the workers forked
+    # after it).
+    attr_accessor :pid, :quitting, :killed, :recycling, :ready, :stand_in_for, :threads
 
     def initialize(nr)
       @nr = nr
       @pid = nil
       @switched = false
       @quitting = false
+      @killed = false
       @recycling = false
       @ready = false
       @stand_in_for = nil

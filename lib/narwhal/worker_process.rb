@@ -47,9 +47,9 @@ module Narwhal
         @worker.user(user, group, log_paths: [@config[:stderr_path], @config[:stdout_path]])
       end
       app = @app || @app_builder.call
-      server = Server.new(app, @config, listeners: @listeners.to_a, scoreboard: @scoreboard,
-                                        slot: @worker.nr, master_pipe: @master_pipe, let_go_pipe: @let_go_pipe,
-                                        ready: method(:ready))
+      server = Server.new(app, @config, listeners: @listeners.to_a, scoreboard: @scoreboard, slot: @worker.nr,
+                                        master_pipe: @master_pipe, let_go_pipe: @let_go_pipe, ready: method(:ready),
+                                        retire: @reports.method(:retire))
       server.run
       @logger.info("worker=#{@worker.nr} pid=#{Process.pid} exiting")
       exit(0) # at_exit hooks of the app run, as in Unicorn

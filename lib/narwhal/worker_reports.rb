@@ -2,8 +2,9 @@
 
 module Narwhal
   # A pipe from the workers to the master for what the master cannot see
-  # from outside: a worker is ready to serve, or it failed to boot and why.
-  # A report is one line ("PID ready", "PID failed MESSAGE") written with a
+  # from outside: a worker is ready to serve, it failed to boot and why, or
+  # it asks to be replaced (a soft timeout interrupted its app).
+  # A report is one line ("PID ready", "PID failed MESSAGE", "PID retire") written with a
   # single write smaller than PIPE_BUF, so reports of several workers never
   # interleave; a worker writes it before it exits, so the master, which
   # reads the pipe before acting on a reaped worker, always has it by then.
@@ -25,6 +26,11 @@ module Narwhal
 
     def ready
       send_line("#{Process.pid} ready")
+    end
+
+    # Returns false when the master could not be told.
+    def retire
+      send_line("#{Process.pid} retire")
     end
 
     # Returns false when the master could not be told (the worker then

@@ -35,6 +35,13 @@ class SoftTimeoutIntegrationTest < Minitest::Test
           sleep 30 # swallows the soft timeout and hangs on
         end
         [200, text, ["late"]]
+      when "/linger" # takes the soft timeout, and ends 10 s later
+        begin
+          sleep 30
+        rescue Exception
+          sleep 10
+        end
+        [200, text, ["lingered"]]
       when "/pid" then [200, text, ["#{Process.pid} threads=#{Thread.list.size}"]]
       end
     }
@@ -71,13 +78,37 @@ class SoftTimeoutIntegrationTest < Minitest::Test
     assert_equal old.to_s, File.read(File.join(server.dir, "ensure-ran"))
     line = %r{request timeout: GET /slow ran 0\.[5-9]\d*s, past soft_timeout \(0\.5s\); answered 503, closing\n}
     assert_match(/#{line}#{Regexp.escape(server.dir)}\/config\.ru:8:in `sleep'\n/, server.log)
-    wait_until(timeout: 15, message: "a replacement worker") { server.log.match?(/worker=0 ready pid=(?!#{old}\b)\d+/) }
-    assert_match(/retiring after a soft timeout: finishing requests in progress, then exiting to be replaced/,
-                 server.log)
+    wait_until(timeout: 15, message: "a replacement worker") { server.log.match?(/worker=1 ready pid=(?!#{old}\b)\d+/) }
+    assert_match(/retiring after a soft timeout: serving on until a replacement is ready/, server.log)
+    wait_until(timeout: 15, message: "the old worker gone") do
+      server.log.match?(/reaped #<Process::Status: pid #{old} exit 0> worker=0/)
+    end
+    assert_match(/worker=1 pid=\d+ serves in place of worker=0 pid=#{old}: sending it QUIT/, server.log)
     assert_match(/worker=0 pid=#{old} exiting/, server.log)
-    assert_match(/reaped #<Process::Status: pid #{old} exit 0> worker=0/, server.log)
     new, = worker_info(server)
     refute_equal old, new
+  end
+
+  # The only worker retires after a soft timeout while another of its
+  # requests runs on: its replacement is forked at once and serves, as a
+  # recycled worker's does, instead of after that request.
+  def test_a_worker_retiring_after_a_soft_timeout_is_replaced_first
+    server = start("preload_app true\nsoft_timeout 0.5\ntimeout 30\nthreads 2\n")
+    old, = worker_info(server)
+    long = server.connect
+    long.write("GET /linger HTTP/1.1\r\nHost: x\r\n\r\n")
+    wait_until(timeout: 10, message: "the long request in the worker") { server.connection_fds > 1 }
+    assert_equal 503, server.get("/slow", timeout: 10).status
+    pid = wait_until(timeout: 10, message: "the replacement answers") do
+      served = Integer(server.get("/pid", timeout: 6).body[/\A\d+/])
+      served unless served == old # (the old worker serves on until then)
+    rescue Timeout::Error
+      flunk "a new request got no answer within 6 s while the long request runs"
+    end
+    refute long.sock.wait_readable(0), "the long request still runs (it ends 10 s after its soft timeout)"
+    assert_match(/worker=1 pid=#{pid} serves in place of worker=0 pid=#{old}: sending it QUIT/, server.log)
+    assert_equal 200, long.read_response(timeout: 20).status, "the old worker finishes it"
+    wait_until(timeout: 10, message: "the old worker gone") { server.worker_pids == [pid] }
   end
 
   def test_keep_worker_serves_on_with_the_same_process

@@ -17,9 +17,12 @@ module Narwhal
     # lint: wrap the app in Rack::Lint (default true); wrapper: a command
     # that runs narwhal by exec'ing its arguments (the pid stays narwhal's);
     # files: more files for the app's directory, { "name" => "text" };
-    # listen: nil when the config file's `listen` lines say where.
-    def initialize(app:, config: nil, args: [], lint: true, listen: "127.0.0.1:0", env: {}, wrapper: [], files: {})
+    # listen: nil when the config file's `listen` lines say where;
+    # dir_mode: the app directory's mode, for a server run as another user.
+    def initialize(app:, config: nil, args: [], lint: true, listen: "127.0.0.1:0", env: {}, wrapper: [], files: {},
+                   dir_mode: nil)
       @dir = Dir.mktmpdir("narwhal-test")
+      File.chmod(dir_mode, @dir) if dir_mode
       files.each { |name, text| File.write(File.join(@dir, name), text) }
       @log_path = File.join(@dir, "server.log")
       ru = File.join(@dir, "config.ru")

@@ -30,6 +30,17 @@ class CgroupTest < Minitest::Test
     assert_equal "cgroup v2 /sys/fs/cgroup/kubepods/pod1/c1/memory.max: #{G}", cgroup.memory_limit.source
   end
 
+  # Named when a fork is refused: pids.max, with pids.current beside it.
+  def test_pids_max_of_the_group_or_none
+    tree = Narwhal::FakeCgroup.v2(@dir, path: "/kubepods/pod1")
+    assert_nil cgroup.pids_limit.value
+    tree.write("/sys/fs/cgroup/kubepods/pod1/pids.max", "max\n")
+    assert_nil cgroup.pids_limit.value
+    tree.write("/sys/fs/cgroup/kubepods/pids.max", "64\n").write("/sys/fs/cgroup/kubepods/pids.current", "64\n")
+    assert_equal 64, cgroup.pids_limit.value
+    assert_equal "cgroup v2 /sys/fs/cgroup/kubepods/pids.max: 64 (pids.current 64)", cgroup.pids_limit.source
+  end
+
   def test_v2_max_is_no_limit
     tree = Narwhal::FakeCgroup.v2(@dir, path: "/app")
     tree.write("/sys/fs/cgroup/app/cpu.max", "max 100000\n").write("/sys/fs/cgroup/app/memory.max", "max\n")

@@ -90,6 +90,17 @@ class RecyclerTest < Minitest::Test
     assert_equal 4, @table.workers.size, "one replacement"
   end
 
+  # A worker a soft timeout interrupted asks to go: replaced the same way,
+  # and counted as no limit's recycle.
+  def test_a_retirement_without_an_event_is_replaced_first_and_counted_nowhere
+    @recycler.retire(nr(0), nil)
+    @recycler.step(3)
+    nr(3).ready = true
+    @recycler.step(3)
+    assert_equal [[0, :QUIT]], @table.signals
+    assert_equal({ respawns: 0, timeout_kills: 0, memory_recycles: 0, request_recycles: 0 }, @tally.to_h)
+  end
+
   def test_workers_over_a_limit_together_are_replaced_one_at_a_time_in_order
     @recycler.retire(nr(2), :request_recycles)
     @recycler.retire(nr(0), :memory_recycles)

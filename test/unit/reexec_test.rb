@@ -65,4 +65,21 @@ class ReexecTest < Minitest::Test
     assert_includes @log.string, "USR2: re-exec is not available under rackup or rails server " \
                                  "(run `narwhal -c FILE` for upgrades without downtime); carrying on"
   end
+
+  # USR2's fork refused (pids.max, RLIMIT_NPROC) or failing: the pid file
+  # gets its name back and the old master carries on.
+  def test_a_fork_that_fails_puts_the_pid_file_back
+    forker = Object.new
+    def forker.fork
+      raise Narwhal::Master::ForkRefused, "the kernel refused a new process (resource temporarily unavailable)"
+    end
+    reexec = Narwhal::Master::Reexec.new(@logger, forker: forker)
+    back = reexec.start(@pid_file, @listeners) { flunk "before_exec ran" }
+    assert_equal @pid_file.path, back.path
+    assert File.exist?(@pid_file.path)
+    refute File.exist?("#{@pid_file.path}.oldbin")
+    refute reexec.running?
+    assert_includes @log.string, "USR2: fork failed: the kernel refused a new process (resource temporarily " \
+                                 "unavailable); old master carries on"
+  end
 end

@@ -111,6 +111,21 @@ class RespawnPolicyTest < Minitest::Test
     assert_match(/failed to boot: exited before it was ready \(#<Process::Status: pid 101 SIGKILL/, line)
   end
 
+  # before_fork raised, or the kernel refused the process: a failed round
+  # with no pid to wait for.
+  def test_a_failed_fork_holds_the_next_one_back_and_counts_towards_giving_up
+    assert_equal "next attempt in 0.5s (attempt 2 of 3)", @policy.fork_failed("before_fork failed: db down", 10.0)
+    assert_equal 0, @policy.allowance(10.4)
+    assert_equal 1, @policy.allowance(10.5)
+    assert_equal "next attempt in 1s (attempt 3 of 3)", @policy.fork_failed("before_fork failed: db down", 10.5)
+    assert_equal "giving up", @policy.fork_failed("before_fork failed: db down", 11.5)
+    assert @policy.give_up?
+    assert_equal "before_fork failed: db down", @policy.last_error
+    @policy.ready(fork_worker.pid)
+    assert_nil @policy.allowance(12), "a worker that serves ends the back-off"
+    assert_equal "next attempt in 0.5s", @policy.fork_failed("fork failed: no room", 13)
+  end
+
   def test_hup_resets_the_delay
     fail_boot(fork_worker, 0)
     @policy.reset

@@ -116,6 +116,25 @@ class WorkerMonitorTest < Minitest::Test
     assert_equal 1, server.tally[:timeout_kills]
   end
 
+  # SIGKILL is not instant: a pass that comes before the worker is reaped
+  # sees it still past its timeout. It was killed already: no second line,
+  # hook call, count or signal.
+  def test_a_killed_worker_seen_again_before_it_is_reaped_is_killed_logged_hooked_and_counted_once
+    board = FakeScoreboard.new({ 0 => 9.0, 1 => 9.0 })
+    server = Struct.new(:tally).new(Narwhal::Master::Tally.new)
+    hooked = []
+    monitor = Monitor.new(board, [Monitor::Timeout.new(3)], @logger, server: server,
+                                                                    on_timeout: ->(_s, worker, _i) { hooked << worker.pid })
+    list = workers(2)
+    assert_equal [[0, :KILL], [1, :KILL]], verdicts(monitor, list)
+    assert_empty verdicts(monitor, list), "the next pass, neither reaped yet"
+    assert_empty verdicts(monitor, [list[1]]), "worker 0 reaped, worker 1 not yet"
+    assert_equal 2, @log.string.scan("killing").size
+    assert_equal [100, 101], hooked
+    assert_equal 2, server.tally[:timeout_kills]
+    assert_equal [[0, :KILL]], verdicts(monitor, workers(1)), "a new worker with the same number is judged anew"
+  end
+
   def test_the_interval_follows_the_configured_timeout
     config = Narwhal::Configurator.new
     config.settings[:timeout] = 30

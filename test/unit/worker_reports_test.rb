@@ -22,4 +22,14 @@ class WorkerReportsTest < Minitest::Test
     assert message.valid_encoding?
     assert_equal [], reports.drain, "each report is read once"
   end
+
+  def test_a_worker_asks_to_be_replaced
+    reports = Narwhal::WorkerReports.new
+    pid = fork do
+      reports.close_reader
+      exit!(reports.retire ? 0 : 1)
+    end
+    assert Process.wait2(pid).last.success?, "the report was sent"
+    assert_equal [[pid, "retire", ""]], reports.drain
+  end
 end

@@ -218,4 +218,94 @@ class WorkerTableTest < Minitest::Test
       assert_equal 2, @table.number_for(2, 4), "a place's own number while it is free"
     end
   end
+
+  # The master's loop must outlive a hook or fork that fails: the place
+  # stays empty (its slot cleared), the failure is logged once with the
+  # step's name, and the place is tried again after the respawn delay.
+  def test_a_before_fork_that_raises_leaves_the_place_empty_until_a_later_pass
+    as_master do
+      calls = 0
+      @config.settings[:before_fork] = lambda do |_server, worker|
+        calls += 1
+        raise "database is down" if calls == 2
+        @events << [:before_fork, worker.nr]
+      end
+      serving_worker.spawn_missing(3)
+      assert_equal [0], @table.map(&:nr), "worker 1 not forked, and worker 2 waits for the delay"
+      assert_equal [0, 1, 1], @board.resets, "the failed place's slot is cleared again"
+      assert_includes @log.string,
+                      " -- : worker=1 before_fork failed: database is down; not forked, next attempt in 0.5s " \
+                      "(attempt 2 of 3)\n"
+      assert_equal 1, @log.string.scan("database is down").size
+      assert_operator @table.respawn_wait, :>, 0
+      @table.spawn_missing(3)
+      assert_equal [0], @table.map(&:nr), "not before the delay"
+      wait_until(timeout: 5, message: "the delay over") { @table.respawn_wait.nil? }
+      wait_up(1)
+      @table.read_reports # worker 0 serves: the back-off ends
+      @table.spawn_missing(3)
+      assert_equal [0, 1, 2], @table.map(&:nr), "tried again on a later pass"
+      assert_equal 1, @log.string.scan("database is down").size
+      wait_up(2)
+      @table.signal_all(:QUIT)
+      reap_until("every worker reaped") { @table.empty? }
+    end
+  end
+
+  def test_a_fork_that_fails_is_logged_and_nothing_is_added
+    as_master do
+      forker = Object.new
+      def forker.fork = raise(Errno::ENOMEM, "fork(2)")
+      @table = Narwhal::Master::WorkerTable.new(@config, @board, @hook_server, on_first_ready: -> {},
+                                                                             forker: forker) { exit!(0) }
+      assert_nil @table.spawn_stand_in(Narwhal::Worker.new(0).tap { |w| w.pid = 1 }, from: 1)
+      assert @table.empty?
+      line = "worker=0 fork failed: fork(2): cannot allocate memory; not forked, next attempt in 0.5s " \
+             "(attempt 2 of 3)\n"
+      assert @log.string.end_with?(line), @log.string
+      assert_equal 1, @log.string.lines.size, "no backtrace: it points at the master's code"
+    end
+  end
+
+  def test_an_after_worker_exit_that_raises_is_logged_and_every_exited_worker_is_still_reaped
+    as_master do
+      @config.settings[:after_worker_exit] = ->(_server, worker, _status) { raise "pager down for #{worker.nr}" }
+      serving_worker.spawn_missing(2)
+      wait_up(2)
+      pids = @table.map(&:pid)
+      @table.signal_all(:KILL)
+      wait_until(timeout: 15, message: "both dead") do
+        pids.all? { |pid| File.read("/proc/#{pid}/stat").include?(") Z ") }
+      end
+      @table.reap(stopping: false) { |pid, _| flunk "an unknown child #{pid}" }
+      assert @table.empty?, "both reaped in one pass"
+      assert_match(/ -- : worker=0 pid=#{pids[0]} after_worker_exit failed: pager down for 0\n/, @log.string)
+      assert_match(/ -- : worker=1 pid=#{pids[1]} after_worker_exit failed: pager down for 1\n/, @log.string)
+    end
+  end
+
+  # A worker a soft timeout interrupted asks to be replaced: the master's
+  # callback gets that worker (Master hands it to its Recycler).
+  def test_a_retire_report_hands_the_worker_to_on_retire
+    as_master do
+      asked = []
+      on_retire = ->(w) { asked << w }
+      @table = Narwhal::Master::WorkerTable.new(@config, @board, @hook_server, on_first_ready: -> {},
+                                                                             on_retire: on_retire) do |_w, reports|
+        trap(:QUIT) { exit!(0) }
+        reports.retire
+        sleep
+      end
+      @table.spawn_missing(1)
+      worker = @table.first
+      wait_until(timeout: 15, message: "the report read") do
+        @table.read_reports
+        asked.any?
+      end
+      assert_equal [worker], asked
+      assert_same worker, asked.first
+      @table.signal_all(:QUIT)
+      reap_until("the worker reaped") { @table.empty? }
+    end
+  end
 end

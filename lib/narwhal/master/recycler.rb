@@ -3,7 +3,8 @@
 module Narwhal
   class Master
     # Replaces workers that grew too big or served their share
-    # (worker_memory_limit, worker_max_requests) without a dip in capacity:
+    # (worker_memory_limit, worker_max_requests), or whose app a soft
+    # timeout interrupted (they ask, WorkerReports), without a dip in capacity:
     # the replacement is forked first, and only once it serves is the old
     # worker sent QUIT, to finish its requests and exit.
     #
@@ -29,8 +30,9 @@ module Narwhal
         @queue = []
       end
 
-      # worker: over a limit (the monitor logged why); event: the Tally
-      # event to count once it is retired.
+      # worker: over a limit (the monitor logged why), or asking to go
+      # after a soft timeout; event: the Tally event to count once it is
+      # retired, nil for none.
       def retire(worker, event)
         return if worker.recycling
 
@@ -99,7 +101,7 @@ module Narwhal
 
       def quit_old(retirement)
         @workers.signal(retirement.worker, :QUIT)
-        @tally.count(retirement.event)
+        @tally.count(retirement.event) if retirement.event
         true
       end
     end

@@ -20,9 +20,11 @@ module Narwhal
       attr_reader :pid
       attr_writer :logger
 
-      def initialize(logger, available: true)
+      # forker: the master's (Forker): a fork the kernel refuses fails.
+      def initialize(logger, available: true, forker: Forker.new)
         @logger = logger
         @available = available
+        @forker = forker
         @pid = nil
       end
 
@@ -50,7 +52,12 @@ module Narwhal
           end
           pid_file = pid_file.rename_to_oldbin
         end
-        @pid = fork { exec_new_master(listeners, control, before_exec) }
+        begin
+          @pid = @forker.fork { exec_new_master(listeners, control, before_exec) }
+        rescue ForkRefused, SystemCallError => e
+          @logger.error("USR2: fork failed: #{ErrorMessage.for(e)}; old master carries on")
+          return pid_file && original_name(pid_file)
+        end
         Process.setproctitle("narwhal master (old)")
         @logger.info("re-executing: new master pid=#{@pid}")
         pid_file
@@ -61,8 +68,13 @@ module Narwhal
         @logger.error("re-exec pid=#{@pid} died (#{ErrorMessage.exit_status(status)}); old master carries on")
         @pid = nil
         Process.setproctitle("narwhal master")
-        return nil unless pid_file
+        pid_file && original_name(pid_file)
+      end
 
+      private
+
+      # PATH.oldbin back to PATH.
+      def original_name(pid_file)
         path = pid_file.path.delete_suffix(".oldbin")
         File.rename(pid_file.path, path) if File.exist?(pid_file.path) && !File.exist?(path)
         PidFile.new(path)

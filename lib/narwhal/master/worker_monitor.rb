@@ -106,10 +106,14 @@ module Narwhal
       # Yields each worker that must go with the signal to send and the
       # policy, once per worker: the first policy it breaches decides. A
       # worker already retiring is not retired again (but still killed
-      # past its timeout).
+      # past its timeout). A killed worker is not judged again: passes
+      # may see it before it is reaped, and its kill is logged, hooked and
+      # counted once.
       def check(workers)
         policies = @policies.select { |policy| policy.due?(Clock.now) }
         workers.each do |worker|
+          next if worker.killed
+
           policies.each do |policy|
             next if policy.signal == :QUIT && (worker.quitting || worker.recycling)
 
@@ -119,6 +123,7 @@ module Narwhal
             # a kill cuts requests; a recycle is routine
             level = policy.signal == :KILL ? :error : :warn
             @logger.public_send(level, "worker=#{worker.nr} pid=#{worker.pid} #{reason}")
+            worker.killed = true if policy.signal == :KILL
             yield worker, policy.signal, policy
             timed_out(worker, reason) if reason.is_a?(TimeoutInfo)
             break

@@ -14,11 +14,15 @@ module Narwhal
 
       attr_writer :config # HUP's new one
 
-      # on_first_ready: called once the first worker ever is ready. tally:
-      # where respawns are counted (Tally). The block runs in each forked
-      # child with the Worker and the WorkerReports, and never returns.
-      def initialize(config, scoreboard, hook_server, on_first_ready:, tally: nil, &child)
+      # on_first_ready: called once the first worker ever is ready;
+      # on_retire: with a worker that asks to be replaced. tally: where
+      # respawns are counted (Tally). The block runs in each forked child
+      # with the Worker and the WorkerReports, and never returns.
+      def initialize(config, scoreboard, hook_server, on_first_ready:, on_retire: nil, tally: nil, forker: Forker.new,
+                     &child)
         @config = config
+        @on_retire = on_retire
+        @forker = forker
         @scoreboard = scoreboard
         @hook_server = hook_server
         @on_first_ready = on_first_ready
@@ -55,15 +59,15 @@ module Narwhal
 
       # Forks a worker for each place below `count` that has none, as far
       # as the respawn policy allows now. A place's own number is used
-      # unless a stand-in (Worker#place) has it; then a spare one.
+      # unless a stand-in (Worker#place) has it; then a spare one. After a
+      # fork that failed the others wait for the respawn policy's delay.
       def spawn_missing(count)
         allowance = @respawn.allowance(Clock.now)
         taken = map(&:place)
         (0...count).each do |place|
           next if taken.include?(place)
           break if allowance&.zero?
-
-          next unless spawn_for(place, count)
+          break unless spawn_for(place, count)
 
           allowance &&= allowance - 1
         end
@@ -124,6 +128,7 @@ module Narwhal
             @by_pid[pid]&.ready = true
             @on_first_ready.call if @respawn.ready(pid)
           when "failed" then @respawn.boot_error(pid, message)
+          when "retire" then @by_pid[pid]&.then { |worker| @on_retire&.call(worker) }
           end
         end
       end
@@ -167,31 +172,57 @@ module Narwhal
 
       private
 
-      # A worker for the place (see number_for); nil when no number is free.
+      # A worker for the place (see number_for); nil when no number is free
+      # or the worker could not be forked.
       def spawn_for(place, from)
         nr = number_for(place, from)
         nr && spawn(Worker.new(nr).tap { |w| w.stand_in_for = place unless nr == place })
       end
 
+      # The worker, forked; nil when before_fork raised or fork failed.
       def spawn(worker)
-        @tally&.count(:respawns) if @exited.delete(worker.nr)
         @scoreboard.reset(worker.nr)
         @scoreboard.span = worker.nr + 1 # siblings look this far for idle threads
         worker.threads = @config[:threads]
+        step = "before_fork"
         @config[:before_fork].call(@hook_server, worker)
-        worker.pid = fork { @child.call(worker, @reports) }
+        step = "fork"
+        worker.pid = @forker.fork { @child.call(worker, @reports) }
+        @tally&.count(:respawns) if @exited.delete(worker.nr)
         @by_pid[worker.pid] = worker
         @respawn.spawned(worker.pid)
         worker
+      rescue StandardError, ScriptError => e
+        not_forked(worker, step, e)
+      end
+
+      # A failed fork is a failed round for the respawn policy: the place
+      # stays empty, and is tried again after its delay.
+      def not_forked(worker, step, error)
+        @scoreboard.reset(worker.nr)
+        failure = "#{step} failed: #{ErrorMessage.for(error)}"
+        outlook = @respawn.fork_failed(failure, Clock.now)
+        # the hook's backtrace points at the operator's code; fork's at ours
+        trace = step == "fork" ? "" : ErrorMessage.backtrace(error)
+        logger.error("worker=#{worker.nr} #{failure}; not forked, #{outlook}#{trace}")
+        nil
       end
 
       def exited(worker, status, stopping)
         # a recycled worker's replacement serves already: none is forked for it
         @exited << worker.nr unless stopping || worker.recycling || @exited.include?(worker.nr)
         @scoreboard.reset(worker.nr)
-        @config[:after_worker_exit].call(@hook_server, worker, status)
+        after_worker_exit(worker, status)
         failure = @respawn.exited(worker, status, Clock.now, stopping: stopping)
         @config.logger.error(failure) if failure
+      end
+
+      # Logged when it raises: the other exited workers are still reaped.
+      def after_worker_exit(worker, status)
+        @config[:after_worker_exit].call(@hook_server, worker, status)
+      rescue StandardError, ScriptError => e
+        logger.error("worker=#{worker.nr} pid=#{worker.pid} after_worker_exit failed: #{ErrorMessage.for(e)}" \
+                     "#{ErrorMessage.backtrace(e)}")
       end
     end
   end
