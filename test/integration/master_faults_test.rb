@@ -2,6 +2,8 @@
 
 require "test_helper"
 require "etc"
+require "fileutils"
+require "tmpdir"
 require "net/http"
 
 # The master under failures of its own steps: a hook that raises, a fork the
@@ -28,6 +30,7 @@ class MasterFaultsTest < Minitest::Test
 
   def teardown
     @servers&.each(&:stop)
+    FileUtils.rm_rf(@copy) if @copy
   end
 
   def wait_for_workers(server, count, timeout: 20)
@@ -95,12 +98,11 @@ class MasterFaultsTest < Minitest::Test
   def test_a_fork_the_kernel_refuses_is_logged_and_the_master_still_takes_signals
     nobody = Etc.getpwnam("nobody")
     as_nobody = ["setpriv", "--reuid=#{nobody.uid}", "--regid=#{nobody.gid}", "--clear-groups"]
-    skip "needs root to run the master as nobody" unless Process.uid.zero?
-    lib = File.join(Narwhal::ServerProcess::ROOT, "lib", "narwhal.rb")
-    readable = system(*as_nobody, "test", "-r", lib, out: File::NULL, err: File::NULL)
-    skip "nobody cannot read #{lib} (a checkout under a private directory)" unless readable
+    assert Process.uid.zero?, "runs as root (as bin/test does), to start the master as nobody"
+    root, gemfile = tree_for(as_nobody)
     wrapper = [*as_nobody, "prlimit", "--nproc=3:3"]
-    server = start("worker_processes 1\n", wrapper: wrapper, dir_mode: 0o755)
+    server = start("worker_processes 1\n", wrapper: wrapper, dir_mode: 0o755, root: root,
+                                           env: { "BUNDLE_GEMFILE" => gemfile })
     worker = wait_for_workers(server, 1).first
     2.times do |more| # the second worker is one too many, whatever the watchdog thread costs
       server.signal(:TTIN)
@@ -114,6 +116,22 @@ class MasterFaultsTest < Minitest::Test
     assert_equal [worker], server.worker_pids
     assert_quits(server)
     assert_match(/master pid=\d+ exiting/, server.log)
+  end
+
+  # The checkout when nobody can read it, else a copy of what the server
+  # loads (a checkout under a private directory such as /root); with the
+  # bundle's Gemfile in that tree.
+  def tree_for(as_nobody)
+    root = Narwhal::ServerProcess::ROOT
+    gemfile = File.expand_path(ENV.fetch("BUNDLE_GEMFILE", File.join(root, "Gemfile")))
+    return [root, gemfile] if system(*as_nobody, "test", "-r", gemfile, "-a", "-r", File.join(root, "lib", "narwhal.rb"),
+                                     out: File::NULL, err: File::NULL)
+
+    @copy = Dir.mktmpdir("narwhal-tree")
+    FileUtils.cp_r(%w[lib exe gemfiles Gemfile Gemfile.lock narwhal.gemspec].map { |f| File.join(root, f) }, @copy)
+    FileUtils.chmod_R("a+rX", @copy)
+    File.chmod(0o755, @copy)
+    [@copy, File.join(@copy, gemfile.delete_prefix("#{root}/"))]
   end
 
   # Two stuck workers at once: the master passes over each again before

@@ -18,9 +18,10 @@ module Narwhal
     # that runs narwhal by exec'ing its arguments (the pid stays narwhal's);
     # files: more files for the app's directory, { "name" => "text" };
     # listen: nil when the config file's `listen` lines say where;
-    # dir_mode: the app directory's mode, for a server run as another user.
+    # dir_mode: the app directory's mode, for a server run as another user;
+    # root: the tree whose lib/ and exe/ run (a copy that user can read).
     def initialize(app:, config: nil, args: [], lint: true, listen: "127.0.0.1:0", env: {}, wrapper: [], files: {},
-                   dir_mode: nil)
+                   dir_mode: nil, root: ROOT)
       @dir = Dir.mktmpdir("narwhal-test")
       File.chmod(dir_mode, @dir) if dir_mode
       files.each { |name, text| File.write(File.join(@dir, name), text) }
@@ -29,7 +30,7 @@ module Narwhal
       File.write(ru, lint ? "require 'rack/lint'\nuse Rack::Lint\n#{app}" : app)
       # -N: the tests' own Rack::Lint is the only middleware (a second Lint
       # from development's defaults breaks on to_ary bodies)
-      argv = [*wrapper, RbConfig.ruby, "-I", File.join(ROOT, "lib"), EXE, "-N"]
+      argv = [*wrapper, RbConfig.ruby, "-I", File.join(root, "lib"), File.join(root, "exe", "narwhal"), "-N"]
       argv += ["-l", listen] if listen
       if config
         File.write(File.join(@dir, "narwhal.conf.rb"), config)
@@ -38,7 +39,7 @@ module Narwhal
       argv += args
       argv << ru
       # RUBYLIB too: a USR2 re-exec runs exe/narwhal again without our -I
-      env = { "RUBYLIB" => File.join(ROOT, "lib") }.merge(env)
+      env = { "RUBYLIB" => File.join(root, "lib") }.merge(env)
       @pid = Process.spawn(env, *argv, chdir: @dir, out: @log_path, err: @log_path, pgroup: true)
     end
 
