@@ -266,3 +266,72 @@ class SpoolFullTest < Minitest::Test
     c&.close
   end
 end
+
+# What spools hold on disk (or tmpfs: memory) stays within
+# response_spool_max, also while a client reads steadily but slower than
+# the app writes, so that the spool's temporary file never drains whole.
+class SpoolDiskBoundTest < Minitest::Test
+  include SlowReaderCases
+
+  BUDGET = 4 * 1024 * 1024
+  PACED_CHUNKS = 320 # 20 MiB, 64 KiB every 5 ms: twice as fast as the reader
+
+  PACED_APP = <<~RU
+    CHUNK = ("0123456789abcdef" * #{CHUNK_SIZE / 16}).freeze
+    class Paced
+      def each
+        #{PACED_CHUNKS}.times do
+          yield CHUNK
+          sleep 0.005
+        end
+      end
+    end
+    run ->(_env) { [200, { "content-type" => "application/octet-stream" }, Paced.new] }
+  RU
+
+  def setup
+    @server = Narwhal::ServerProcess.start(
+      app: PACED_APP, config: "response_spool_max #{BUDGET}\nresponse_buffer_size 64 * 1024\nwrite_timeout 30\n"
+    )
+  end
+
+  def teardown
+    @server&.stop
+  end
+
+  # Bytes in the worker's unlinked temporary files (the response spool's).
+  def spooled_on_disk
+    @server.worker_pids.sum do |pid|
+      Dir.children("/proc/#{pid}/fd").sum do |fd|
+        path = "/proc/#{pid}/fd/#{fd}"
+        File.readlink(path).end_with?("(deleted)") ? [File.stat(path).size, File.stat(path).blocks * 512].max : 0
+      rescue SystemCallError
+        0
+      end
+    end
+  end
+
+  def test_a_spools_temporary_file_never_holds_more_than_the_budget
+    c = @server.connect
+    c.write("GET /paced HTTP/1.1\r\nHost: x\r\n\r\n")
+    c.sock.wait_readable(10)
+    received = 0
+    largest = 0
+    total = CHUNK_SIZE * PACED_CHUNKS
+    deadline = now + 60
+    # the reader: 64 KiB every 10 ms at most, head and chunk framing included
+    while received < total && now < deadline
+      data = c.sock.read_nonblock(CHUNK_SIZE, exception: false)
+      break if data.nil?
+
+      received += data.bytesize unless data == :wait_readable
+      largest = [largest, spooled_on_disk].max
+      sleep 0.01 # pacing the reader, not waiting for a condition
+    end
+    assert_operator received, :>=, total, "the whole body read within the deadline"
+    assert_operator largest, :>, 0, "the response was spooled to a temporary file"
+    assert_operator largest, :<=, BUDGET, "bytes held on disk by the spool, at most, while the client read"
+  ensure
+    c&.close
+  end
+end
