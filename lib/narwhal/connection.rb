@@ -159,8 +159,11 @@ module Narwhal
 
     # The deadline passed: 408 to a request being read, else just close.
     def on_timeout
-      reject(408) if @state == HEAD || @state == BODY
-      @send.timed_out if @state == SEND
+      if @state == SEND
+        @send.timed_out
+      elsif @state == HEAD || @state == BODY
+        reject(408) # what the socket takes now; the rest is dropped with the connection
+      end
       CLOSE
     end
 

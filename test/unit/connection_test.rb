@@ -331,6 +331,7 @@ class ConnectionTest < Minitest::Test
     action, took = timed { @conn.on_timeout }
     assert_operator took, :<, 1, "the reactor's thread waited for the client (write_timeout is 5 s)"
     assert_equal :close, action
+    refute_match(/write timeout/, @log.string, "no write timed out")
     @conn.close
     assert_equal 0, @budget.used, "the spooled 408 is freed with the connection"
   end
