@@ -4,6 +4,7 @@
  * how the body is framed.
  */
 #include "narwhal_http.h"
+#include <strings.h>
 #include <time.h>
 
 /* request flags passed to #write */
@@ -156,8 +157,37 @@ struct head_ctx {
   head_t *h;
   int code;
   int has_date, has_te, conn_close, pass_connection;
+  int te_chunked; /* the app's transfer-encoding ends in chunked */
   long app_length; /* -1 when the app gave none */
+  long cl_start, cl_end; /* where the app's content-length line is in buf */
 };
+
+#define CHUNKED_LEN 7
+
+/*
+ * Whether the last coding of a transfer-encoding value (a String, its
+ * lines joined by "\n" in Rack 2, or an Array of them) is chunked: only
+ * then does the body carry its own end (RFC 9112 6.3).
+ */
+static int ends_in_chunked(VALUE value)
+{
+  const char *p, *end;
+
+  if (RB_TYPE_P(value, T_ARRAY)) {
+    if (RARRAY_LEN(value) == 0) return 0;
+    value = RARRAY_AREF(value, RARRAY_LEN(value) - 1);
+  }
+  if (!RB_TYPE_P(value, T_STRING)) return 0;
+  p = RSTRING_PTR(value);
+  end = p + RSTRING_LEN(value);
+  while (end > p && (end[-1] == ' ' || end[-1] == '\t')) end--;
+  if (end - p < CHUNKED_LEN) return 0;
+  if (end - p > CHUNKED_LEN) {
+    char before = end[-CHUNKED_LEN - 1];
+    if (before != ',' && before != ' ' && before != '\t' && before != '\n') return 0;
+  }
+  return strncasecmp(end - CHUNKED_LEN, "chunked", CHUNKED_LEN) == 0;
+}
 
 static void check_name(VALUE name)
 {
@@ -248,12 +278,17 @@ static int each_header(VALUE name, VALUE value, VALUE arg)
       /* 1xx and 204 have no body and must not announce one (RFC 9110 8.6) */
       if (c->code < 200 || c->code == 204) return ST_CONTINUE;
       c->app_length = parse_length(name, value);
+      c->cl_start = RSTRING_LEN(c->buf);
+      write_value(c, name, RB_TYPE_P(value, T_ARRAY) ? RARRAY_AREF(value, 0) : value, 0);
+      c->cl_end = RSTRING_LEN(c->buf);
+      return ST_CONTINUE;
     }
     break;
   case 17:
     if (name_is(name, "transfer-encoding", 17)) {
       if (c->code < 200 || c->code == 204) return ST_CONTINUE;
       c->has_te = 1;
+      c->te_chunked = ends_in_chunked(value);
     }
     break;
   }
@@ -265,6 +300,18 @@ static int each_header(VALUE name, VALUE value, VALUE arg)
     write_value(c, name, value, 1);
   }
   return ST_CONTINUE;
+}
+
+/*
+ * Removes buf[from, to): the app's content-length line when it also sent
+ * transfer-encoding, which frames the body (RFC 9112 6.2, 6.3).
+ */
+static void drop_bytes(VALUE buf, long from, long to)
+{
+  char *p = RSTRING_PTR(buf);
+  long len = RSTRING_LEN(buf);
+  memmove(p + from, p + to, (size_t)(len - to));
+  rb_str_set_len(buf, len - (to - from));
 }
 
 static void cat_long(VALUE buf, long n)
@@ -364,6 +411,7 @@ static VALUE head_write(VALUE self, VALUE buf, VALUE status, VALUE headers, VALU
 
   rb_hash_foreach(headers, each_header, (VALUE)&c);
   if (!NIL_P(h->hijack)) c.pass_connection = 1;
+  if (c.has_te && c.cl_end > c.cl_start) drop_bytes(buf, c.cl_start, c.cl_end);
 
   if (!c.has_date) {
     rb_str_buf_cat(buf, "date: ", 6);
@@ -380,6 +428,8 @@ static VALUE head_write(VALUE self, VALUE buf, VALUE status, VALUE headers, VALU
     mode = MODE_DONE;
   } else if (c.has_te) {
     mode = (flags & REQ_HEAD) ? MODE_DONE : MODE_RAW;
+    /* no chunked last: the body has no end but the connection's */
+    if (mode == MODE_RAW && !c.te_chunked) h->keepalive = 0;
   } else {
     if (RB_TYPE_P(hint, T_ARRAY)) length = parts_length(hint);
     else if (RB_INTEGER_TYPE_P(hint)) length = NUM2LONG(hint);

@@ -66,6 +66,8 @@ module Narwhal
         limit = Process.getrlimit(:NOFILE).first
         "too many open files (limit #{limit} per process: raise it with ulimit -n or LimitNOFILE=)"
       when Errno::ENFILE then "too many open files on this machine (fs.file-max)"
+      when Errno::ENOSPC
+        "epoll watches no more descriptors for this user (fs.epoll.max_user_watches; #{ErrorMessage.strerror(error)})"
       else "the kernel is short of memory for sockets (#{ErrorMessage.strerror(error)})"
       end
     end

@@ -8,6 +8,10 @@ module Narwhal
   # `Expect: 100-continue`, and hands each complete request to the
   # dispatcher. Requests it will not serve get their 4xx here, then the
   # connection lingers (drains what the client still sends) and closes.
+  # Nothing here waits for a client: a 4xx or 100 Continue the socket does
+  # not take goes to the spool like any response (the 4xx is sent by the
+  # reactor, then the connection lingers); one that cannot be spooled
+  # closes the connection at once.
   #
   # It is a Reactor handler: #on_readable, #on_writable and #on_timeout
   # return what the reactor should do with it next (KEEP, WRITE, CLOSE,
@@ -79,6 +83,7 @@ module Narwhal
       @state = IDLE
       @requests = 0
       @first_in_line = false
+      @rejected = false # an error response is being sent: linger after it
       @env = nil
       @input = nil
       @deadline = Clock.now + @header_timeout # the first request's head: from accept
@@ -144,6 +149,7 @@ module Narwhal
       return WRITE unless done
 
       @state = IDLE
+      return linger if @rejected
       return process if !@send.close_after && @off < @buf.bytesize
       return CLOSE if @send.close_after || !@context.keepalive # nothing more once stopping
 
@@ -153,8 +159,11 @@ module Narwhal
 
     # The deadline passed: 408 to a request being read, else just close.
     def on_timeout
-      reject(408) if @state == HEAD || @state == BODY
-      @send.timed_out if @state == SEND
+      if @state == SEND
+        @send.timed_out
+      elsif @state == HEAD || @state == BODY
+        reject(408) # what the socket takes now; the rest is dropped with the connection
+      end
       CLOSE
     end
 
@@ -207,7 +216,7 @@ module Narwhal
             return KEEP
           end
 
-          start_body
+          return CLOSE unless start_body
         end
         if @state == BODY && !read_body
           @deadline = Clock.now + @body_timeout # body bytes came (or the head ended): progress
@@ -224,15 +233,19 @@ module Narwhal
       refuse_body(e)
     end
 
+    # False when a 100 Continue could be neither sent nor spooled: close.
     def start_body
       length = @parser.content_length
       if @parser.chunked? || (length && length.positive?)
         @state = BODY
         @input = Input.new(@context.limits.body_buffer_size, @parser.chunked? ? nil : length)
-        @out.write(CONTINUE) if @parser.expect_continue? && @parser.http11? && @off >= @buf.bytesize
+        return @out.write_or_spool(CONTINUE) if @parser.expect_continue? && @parser.http11? && @off >= @buf.bytesize
       else
         @state = IDLE
       end
+      true
+    rescue ClientGone
+      false
     end
 
     # Moves buffered body bytes into @input; true when the body is complete.
@@ -280,7 +293,7 @@ module Narwhal
     # it (#on_writable).
     def start_send(outcome)
       @send ||= PendingSend.new(@out, @context.limits.write_timeout, @context.logger)
-      @send.start(@env, outcome != Responder::KEEP)
+      @send.start(@env || EMPTY_ENV, outcome != Responder::KEEP)
       finish_request
       @state = SEND
       @deadline = @send.deadline
@@ -296,10 +309,21 @@ module Narwhal
       @state = IDLE
     end
 
-    # Answers a request we will not serve, then drains and closes.
+    # Answers a request we will not serve, then drains and closes: at once
+    # when the socket took the answer, else once the reactor sent it from
+    # the spool (#on_writable).
     def reject(status)
       @context.counters.count(Scoreboard::REQUESTS_REJECTED)
-      send_error(status)
+      return CLOSE unless send_error(status)
+      return linger unless @out.pending?
+
+      @rejected = true
+      start_send(Responder::CLOSE)
+    end
+
+    # The answer is sent: no more bytes from us; what the client still
+    # sends is read and dropped until it closes or LINGER_SECONDS pass.
+    def linger
       @io.shutdown(Socket::SHUT_WR)
       @state = LINGER
       @lingered = 0
@@ -319,15 +343,15 @@ module Narwhal
       reject(error.status)
     end
 
-    # Sent whole before returning: the socket is shut down next. Logged
-    # as far as the request was read (no duration, no queue time).
+    # Sent or spooled, never waited for; false when neither (close at
+    # once). Logged as far as the request was read (no duration, no queue
+    # time).
     def send_error(status)
       head = @request.head?
       @context.access_log&.refused(@env || EMPTY_ENV, status, ErrorResponse.body_bytesize(status, head: head))
-      @out.write(ErrorResponse.bytes(status, head: head))
-      @out.flush
+      @out.write_or_spool(ErrorResponse.bytes(status, head: head))
     rescue IOError, SystemCallError
-      nil
+      false
     end
   end
 end

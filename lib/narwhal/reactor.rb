@@ -305,7 +305,8 @@ module Narwhal
       handler = make_handler(acceptor, sock) or return true
       make_room if @handlers.size >= @max_handlers
       fd = sock.fileno
-      register(fd, handler)
+      return unless watched(handler, fd)
+
       @handlers[handler] = fd
       hold_if_full if @handlers.size >= @max_handlers
       if @gate
@@ -321,6 +322,20 @@ module Narwhal
     rescue Errno::EMFILE, Errno::ENFILE, Errno::ENOBUFS, Errno::ENOMEM => e
       back_off(e)
       true
+    end
+
+    # epoll may refuse a new socket (ENOMEM; ENOSPC past the user's
+    # fs.epoll.max_user_watches): its handler is closed, which closes the
+    # socket, and accepting pauses as when accept(2) fails for want of
+    # resources. False then.
+    def watched(handler, fd)
+      register(fd, handler)
+      true
+    rescue Errno::ENOMEM, Errno::ENOSPC => e
+      @targets[fd] = nil
+      handler.close
+      back_off(e)
+      false
     end
 
     def make_handler(acceptor, sock)

@@ -103,9 +103,10 @@ module Narwhal
 
     # rack.hijack (full hijack): the app takes the socket, after anything
     # spooled for it (103 Early Hints). env["rack.hijack"] is the request
-    # itself: the app calls it.
+    # itself: the app calls it. It and #early_hints write from within the
+    # app's code: a soft timeout waits for them (SoftTimeout.deferred).
     def hijack
-      @out.flush
+      SoftTimeout.deferred { @out.flush }
       @hijacked = true
       @env[RACK_HIJACK_IO] = @out.io if @env
       @out.io
@@ -114,7 +115,7 @@ module Narwhal
 
     # rack.early_hints: 103 to an HTTP/1.1 client, nothing to others.
     def early_hints(headers)
-      ResponseWriter.early_hints(@out, headers) if (@flags & HTTP11) != 0
+      SoftTimeout.deferred { ResponseWriter.early_hints(@out, headers) } if (@flags & HTTP11) != 0
       nil
     end
   end

@@ -10,7 +10,11 @@ module Narwhal
   # the file parts).
   #
   # Spooled bytes (memory and temporary file) are taken from the worker's
-  # SpoolBudget and given back as they go out or when the spool is closed.
+  # SpoolBudget. Memory is given back as it goes out. Bytes of the
+  # temporary file stay on disk once sent, so they stay counted until the
+  # file is emptied: truncated as soon as all its bytes went out (the
+  # spool may still hold others), or closed with the spool. What spools
+  # hold on disk (or tmpfs, which is memory) thus never exceeds the budget.
   # An empty spool holds nothing: no buffer, no file.
   class ResponseSpool
     # A response file ended before the length it was spooled with: the
@@ -33,6 +37,7 @@ module Narwhal
       @reserved = 0  # bytes taken from the budget (memory and temporary file)
       @tempfile = nil
       @temp_end = 0  # where the next spooled byte goes in the temporary file
+      @temp_unsent = 0 # bytes of the temporary file still to send
     end
 
     def empty?
@@ -127,6 +132,7 @@ module Narwhal
         @segments << FileRange.new(@tempfile, @temp_end, n, false)
       end
       @temp_end += n
+      @temp_unsent += n
     end
 
     def send_memory(io, str)
@@ -150,7 +156,7 @@ module Narwhal
 
       range.offset += n
       range.length -= n
-      unreserve(n) unless range.own
+      temp_sent(n) unless range.own
       if range.length.zero?
         @segments.shift
         range.file.close if range.own
@@ -169,6 +175,17 @@ module Narwhal
       0
     end
 
+    # Once every byte of the temporary file went out it is emptied, and
+    # only then are its bytes given back to the budget.
+    def temp_sent(bytes)
+      @temp_unsent -= bytes
+      return unless @temp_unsent.zero?
+
+      @tempfile.truncate(0)
+      unreserve(@temp_end)
+      @temp_end = 0
+    end
+
     def unreserve(bytes)
       return if bytes.zero?
 
@@ -182,6 +199,7 @@ module Narwhal
       @tempfile.close
       @tempfile = nil
       @temp_end = 0
+      @temp_unsent = 0
     end
   end
 end

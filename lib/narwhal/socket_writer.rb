@@ -47,6 +47,24 @@ module Narwhal
       raise client_gone(e)
     end
 
+    # Sends str, or spools what the socket does not take now, never waiting
+    # for the client: false when the rest cannot be spooled (no budget
+    # left), and the caller must close, as the answer may be cut short.
+    # For the server's own short answers on the reactor's thread (error
+    # responses, 100 Continue).
+    def write_or_spool(str)
+      @spool.flush_nonblock(@io) if @spool && !@spool.empty?
+      if !@spool || @spool.empty?
+        n = @io.write_nonblock(str, exception: false)
+        return true if n == str.bytesize
+
+        str = str.byteslice(n, str.bytesize - n) unless n == :wait_writable
+      end
+      @budget ? (@spool ||= ResponseSpool.new(@budget)).append(str) : false
+    rescue StandardError => e
+      raise client_gone(e)
+    end
+
     # Sends length bytes of the open file from its start; returns the bytes
     # sent or spooled (fewer when the file is shorter than length).
     def write_file(file, length)

@@ -40,6 +40,15 @@ module Narwhal
 
     attr_reader :seconds, :interval
 
+    # Runs the block with RequestTimeout deferred: for the server's own
+    # writes that app code calls into (early hints, hijack's flush), which
+    # must not be cut halfway nor leave the spool's budget half taken. A
+    # pending timeout lands when the block returns into the app's code.
+    # Without soft_timeout nothing raises it, and this costs nothing more.
+    def self.deferred(&block)
+      Thread.handle_interrupt(Watch::DEFERRED, &block)
+    end
+
     def initialize(seconds, logger)
       @seconds = seconds
       @logger = logger

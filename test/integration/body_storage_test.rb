@@ -11,14 +11,19 @@ require "test_helper"
 # server's processes.
 class BodyStorageTest < Minitest::Test
   APP = <<~'RU'
+    BIG = ("0123456789abcdef" * 4096).freeze # 64 KiB
     run lambda { |env|
+      # 32 MiB, far more than the socket buffers and the file system hold
+      return [200, { "content-type" => "application/octet-stream" }, Array.new(512, BIG).each] if env["PATH_INFO"] == "/big"
+
       body = "stored #{env['rack.input'].read.bytesize}"
       [200, { "content-type" => "text/plain", "content-length" => body.bytesize.to_s }, [body]]
     }
   RU
   # bodies over 16 KiB go to the temporary file
-  CONFIG = "client_body_buffer_size 16 * 1024\n"
+  CONFIG = "client_body_buffer_size 16 * 1024\nresponse_buffer_size 0\n" # responses spool to the file at once
   TMPFS_SIZE = 256 * 1024
+  BIG_PART = 64 * 1024 # what the app writes at a time
 
   def start_server(tmpfs_options)
     @tmp = Dir.mktmpdir("narwhal-tmpfs")
@@ -52,6 +57,16 @@ class BodyStorageTest < Minitest::Test
     raw.sub(/^date: [^\r]+\r\n/, "date: D\r\n")
   ensure
     c&.close
+  end
+
+  # Bytes in the worker's unlinked temporary files.
+  def spooled(pid)
+    Dir.children("/proc/#{pid}/fd").sum do |fd|
+      path = "/proc/#{pid}/fd/#{fd}"
+      File.readlink(path).end_with?("(deleted)") ? File.stat(path).size : 0
+    rescue SystemCallError
+      0
+    end
   end
 
   def log_lines(pattern)
@@ -105,6 +120,27 @@ class BodyStorageTest < Minitest::Test
     raw = exchange(post("small", headers: "Connection: close\r\n"))
     assert_match(/\AHTTP\/1\.1 200 OK\r\n.*\r\n\r\nstored 5\z/m, raw)
     assert_equal workers, @server.worker_pids, "the worker must not be replaced"
+  end
+
+  # The response spool on a full file system: what does not fit is not
+  # spooled, the writer waits for its client instead (as past
+  # response_spool_max), and the client gets every byte.
+  def test_a_response_spool_on_a_full_file_system_waits_for_the_client_and_the_body_arrives_whole
+    start_server("size=#{TMPFS_SIZE}")
+    workers = @server.worker_pids
+    c = @server.connect
+    c.write("GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+    # the spool's file filled the file system: the next write to it fails
+    wait_until(timeout: 10, message: "the spool's file system full") { spooled(workers.first) > TMPFS_SIZE - BIG_PART }
+    response = c.read_response(timeout: 30)
+    assert_equal 200, response.status
+    assert_equal ("0123456789abcdef" * 4096) * 512, response.body
+    c.write("GET /again HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert_equal "stored 0", c.read_response(timeout: 10).body, "the connection is served on"
+    assert_equal workers, @server.worker_pids, "the worker must not be replaced"
+    refute_match(/ERROR|internal error/, @server.log)
+  ensure
+    c&.close
   end
 
   # A file size limit (ulimit -f, LimitFSIZE=) is a full disk too: the

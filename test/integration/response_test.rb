@@ -142,6 +142,11 @@ class ResponseTest < Minitest::Test
       when "/204-with-length" then [204, { "content-length" => "0", "transfer-encoding" => "chunked" }, []]
       when "/short" then [200, { "content-length" => "10" }, ["abc"]]
       when "/long" then [200, { "content-length" => "3" }, ["abc", "def"]]
+      when "/gzip" then [200, { "transfer-encoding" => "gzip" }, ["not really gzip"]]
+      when "/gzip-chunked" then [200, { "transfer-encoding" => ["gzip", "chunked"] }, ["5\r\nhello\r\n0\r\n\r\n"]]
+      when "/both" then [200, { "content-length" => "99", "transfer-encoding" => "chunked" }, ["5\r\nhello\r\n0\r\n\r\n"]]
+      when "/both-te-first" then [200, { "Transfer-Encoding" => "chunked", "Content-Length" => "99" }, ["5\r\nhello\r\n0\r\n\r\n"]]
+      when "/plain" then [200, { "content-length" => "2" }, ["ok"]]
       end
     }
   RU
@@ -336,6 +341,44 @@ class ResponseTest < Minitest::Test
     assert_equal "5\r\nhello\r\n0\r\n\r\n", c.read_bytes(15)
     request(c, "/ok")
     assert_equal "hello", c.read_response.body
+  ensure
+    c&.close
+  end
+
+  # A coding other than chunked last leaves the body without a delimiter
+  # (RFC 9112 6.3): only the end of the connection can end it.
+  def test_a_transfer_encoding_not_ending_in_chunked_is_the_connections_last
+    c = self.class.unlinted.connect
+    c.write("GET /gzip HTTP/1.1\r\nHost: x\r\n\r\nGET /plain HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert_equal "HTTP/1.1 200 OK\r\ntransfer-encoding: gzip\r\ndate: D\r\nconnection: close\r\n\r\n", read_head(c)
+    assert_equal "not really gzip", c.read_bytes(15)
+    assert c.closed?(timeout: 5), "the socket is closed after the body; nothing is glued to it"
+  ensure
+    c&.close
+  end
+
+  def test_a_transfer_encoding_ending_in_chunked_keeps_the_connection
+    c = self.class.unlinted.connect
+    c.write("GET /gzip-chunked HTTP/1.1\r\nHost: x\r\n\r\nGET /plain HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert_equal "HTTP/1.1 200 OK\r\ntransfer-encoding: gzip\r\ntransfer-encoding: chunked\r\ndate: D\r\n\r\n",
+                 read_head(c)
+    assert_equal "5\r\nhello\r\n0\r\n\r\n", c.read_bytes(15)
+    assert_equal "ok", c.read_response.body
+  ensure
+    c&.close
+  end
+
+  # RFC 9112 6.2: a sender must not send content-length with
+  # transfer-encoding; transfer-encoding frames the body, so it is kept.
+  def test_content_length_is_dropped_when_the_app_also_sets_transfer_encoding
+    c = self.class.unlinted.connect
+    c.write("GET /both HTTP/1.1\r\nHost: x\r\n\r\nGET /both-te-first HTTP/1.1\r\nHost: x\r\n\r\n" \
+            "GET /plain HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert_equal "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\ndate: D\r\n\r\n", read_head(c)
+    assert_equal "5\r\nhello\r\n0\r\n\r\n", c.read_bytes(15)
+    assert_equal "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\ndate: D\r\n\r\n", read_head(c)
+    assert_equal "5\r\nhello\r\n0\r\n\r\n", c.read_bytes(15)
+    assert_equal "ok", c.read_response.body
   ensure
     c&.close
   end

@@ -266,3 +266,197 @@ class SpoolFullTest < Minitest::Test
     c&.close
   end
 end
+
+# What spools hold on disk (or tmpfs: memory) stays within
+# response_spool_max, also while a client reads steadily but slower than
+# the app writes, so that the spool's temporary file never drains whole.
+class SpoolDiskBoundTest < Minitest::Test
+  include SlowReaderCases
+
+  BUDGET = 4 * 1024 * 1024
+  PACED_CHUNKS = 320 # 20 MiB, 64 KiB every 5 ms: twice as fast as the reader
+
+  PACED_APP = <<~RU
+    CHUNK = ("0123456789abcdef" * #{CHUNK_SIZE / 16}).freeze
+    class Paced
+      def each
+        #{PACED_CHUNKS}.times do
+          yield CHUNK
+          sleep 0.005
+        end
+      end
+    end
+    run ->(_env) { [200, { "content-type" => "application/octet-stream" }, Paced.new] }
+  RU
+
+  def setup
+    @server = Narwhal::ServerProcess.start(
+      app: PACED_APP, config: "response_spool_max #{BUDGET}\nresponse_buffer_size 64 * 1024\nwrite_timeout 30\n"
+    )
+  end
+
+  def teardown
+    @server&.stop
+  end
+
+  # Bytes in the worker's unlinked temporary files (the response spool's).
+  def spooled_on_disk
+    @server.worker_pids.sum do |pid|
+      Dir.children("/proc/#{pid}/fd").sum do |fd|
+        path = "/proc/#{pid}/fd/#{fd}"
+        File.readlink(path).end_with?("(deleted)") ? [File.stat(path).size, File.stat(path).blocks * 512].max : 0
+      rescue SystemCallError
+        0
+      end
+    end
+  end
+
+  def test_a_spools_temporary_file_never_holds_more_than_the_budget
+    c = @server.connect
+    c.write("GET /paced HTTP/1.1\r\nHost: x\r\n\r\n")
+    c.sock.wait_readable(10)
+    received = 0
+    largest = 0
+    total = CHUNK_SIZE * PACED_CHUNKS
+    deadline = now + 60
+    # the reader: 64 KiB every 10 ms at most, head and chunk framing included
+    while received < total && now < deadline
+      data = c.sock.read_nonblock(CHUNK_SIZE, exception: false)
+      break if data.nil?
+
+      received += data.bytesize unless data == :wait_readable
+      largest = [largest, spooled_on_disk].max
+      sleep 0.01 # pacing the reader, not waiting for a condition
+    end
+    assert_operator received, :>=, total, "the whole body read within the deadline"
+    assert_operator largest, :>, 0, "the response was spooled to a temporary file"
+    assert_operator largest, :<=, BUDGET, "bytes held on disk by the spool, at most, while the client read"
+  ensure
+    c&.close
+  end
+end
+
+# A client that pipelines requests and reads none of the answers, then
+# sends a malformed one: the server's 400 finds the socket full. It must not
+# stop the worker (the reactor's thread never waits for a client), with one
+# request thread or several; the 400 is sent once the client reads.
+#
+# Over a Unix socket the kernel takes each small write whole until the
+# socket's send buffer is spent, then none: with exactly as many requests
+# before it as the buffer holds responses (K, measured on a first
+# connection), the 400 is the first write the socket refuses.
+class ErrorResponseToANonReaderTest < Minitest::Test
+  FIONREAD = 0x541B
+  APP = "run ->(_env) { [200, { 'content-type' => 'text/plain', 'content-length' => '2' }, ['ok']] }\n"
+  GET = "GET / HTTP/1.1\r\nHost: x\r\n\r\n"
+  BAD = "GET / HTTP/1.1\r\nBad Header\r\n\r\n"
+
+  def teardown
+    @sock&.close
+    @server&.stop
+    FileUtils.rm_rf(@dir) if @dir
+  end
+
+  def start(threads)
+    @dir = Dir.mktmpdir("narwhal-sock")
+    @path = File.join(@dir, "app.sock")
+    config = "worker_processes 1\nthreads #{threads}\nwrite_timeout 30\nclient_header_timeout 1\n"
+    @server = Narwhal::ServerProcess.start(app: APP, lint: false, listen: @path, config: config)
+  end
+
+  def now
+    Process.clock_gettime(Process::CLOCK_MONOTONIC)
+  end
+
+  # Bytes the client has not read yet.
+  def unread(sock)
+    buf = [0].pack("i")
+    sock.ioctl(FIONREAD, buf)
+    buf.unpack1("i")
+  end
+
+  # One request on a new connection; raises unless answered within timeout.
+  def probe(timeout)
+    sock = UNIXSocket.new(@path)
+    client = Narwhal::RawClient.new(sock)
+    client.write(GET)
+    client.read_response(timeout: timeout)
+  ensure
+    sock&.close
+  end
+
+  # The bytes of one answer to GET: all are alike (the date has a fixed length).
+  def response_size
+    r = probe(10)
+    "#{r.status_line}\r\n".bytesize + r.headers.sum { |name, value| "#{name}: #{value}\r\n".bytesize } + 2 + r.body.bytesize
+  end
+
+  # K: the responses the socket takes before it refuses a write, from a
+  # connection that pipelines many and reads none. Probes answered with no
+  # byte more for it: the worker stopped writing to it. (Stopping early
+  # could only make the test weaker, never fail it.)
+  def responses_the_socket_holds(size)
+    sock = UNIXSocket.new(@path)
+    sock.write(GET * 3000)
+    wait_until(message: "answers arriving") { unread(sock).positive? }
+    held = nil
+    still = 0 # probes answered in a row with no byte more for it
+    wait_until(message: "the worker stopped writing to the client that reads nothing") do
+      probe(10)
+      still = held == (held = unread(sock)) ? still + 1 : 0
+      still >= 2
+    end
+    assert_equal 0, held % size, "whole responses only (#{held} bytes of #{size}-byte responses)"
+    held / size
+  ensure
+    sock&.close
+  end
+
+  # K answered requests, then last (a malformed request, or the start of
+  # a head that client_header_timeout answers with 408) on a connection
+  # that reads nothing; probes on other connections for probe_for seconds
+  # more: each is answered promptly. Returns the connection's client.
+  def assert_no_stall(threads, last, probe_for: 0)
+    start(threads)
+    size = response_size
+    k = responses_the_socket_holds(size)
+    @sock = UNIXSocket.new(@path)
+    @sock.write((GET * k) + last)
+    wait_until(message: "the #{k} answers written") { unread(@sock) >= k * size }
+    stop_at = now + probe_for
+    loop do
+      started = now
+      assert_equal 200, probe(10).status
+      took = now - started
+      assert_operator took, :<, 2, "a probe on another connection waited #{took.round(2)}s (write_timeout is 30 s)"
+      break if now > stop_at
+
+      sleep 0.02 # pacing the probes
+    end
+    client = Narwhal::RawClient.new(@sock)
+    k.times { assert_equal 200, client.read_response(timeout: 10).status }
+    client
+  end
+
+  def assert_400_follows(client)
+    assert_equal 400, client.read_response(timeout: 10).status, "the 400 follows once the client reads"
+    assert client.closed?(timeout: 10)
+  end
+
+  def test_an_error_response_to_a_client_that_reads_nothing_does_not_stop_a_worker_with_one_thread
+    assert_400_follows(assert_no_stall(1, BAD))
+  end
+
+  # (the malformed request is read on an app thread here: a guard)
+  def test_an_error_response_to_a_client_that_reads_nothing_does_not_stop_a_worker_with_threads
+    assert_400_follows(assert_no_stall(4, BAD))
+  end
+
+  # The 408 is the reactor's, with threads too.
+  [1, 4].each do |threads|
+    define_method("test_a_408_to_a_client_that_reads_nothing_does_not_stop_a_worker_with_threads_#{threads}") do
+      client = assert_no_stall(threads, "GET / HTTP/1.1\r\nHost:", probe_for: 2.5)
+      assert client.closed?(timeout: 10), "closed after client_header_timeout"
+    end
+  end
+end

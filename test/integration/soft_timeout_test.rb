@@ -47,9 +47,9 @@ class SoftTimeoutIntegrationTest < Minitest::Test
     }
   RU
 
-  def start(config, **kw)
+  def start(config, app: APP, **kw)
     @servers ||= []
-    server = Narwhal::ServerProcess.new(app: APP, config: config, **kw)
+    server = Narwhal::ServerProcess.new(app: app, config: config, **kw)
     @servers << server
     server.wait_ready
   end
@@ -132,6 +132,56 @@ class SoftTimeoutIntegrationTest < Minitest::Test
     assert_includes raw, "\r\ntransfer-encoding: chunked\r\n"
     assert_match(%r{request timeout: GET /stream ran \d\.\d+s, past soft_timeout \(0\.5s\); response cut short},
                  server.log)
+  end
+
+  HINTS_APP = <<~'RU'
+    LINK = "</style.css>; rel=preload; as=style, " * 250_000 # 9 MB: more than the socket buffers hold
+    run lambda { |env|
+      env["rack.early_hints"].call("link" => LINK)
+      if env["PATH_INFO"] == "/hijack" # the 103 is spooled: hijack waits for the client to take it
+        io = env["rack.hijack"].call
+        io.write("HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nhi")
+        io.close
+        return [200, {}, []]
+      end
+      sleep 30
+      [200, { "content-type" => "text/plain" }, ["late"]]
+    }
+  RU
+
+  # The 103 is written from within the app's code: a soft timeout must not
+  # cut it in half (a client would read the 503 inside the 103's head).
+  def test_a_soft_timeout_never_cuts_early_hints_in_half
+    assert_early_hints_whole("/hints", "response_spool_max 0\n")
+  end
+
+  def test_a_soft_timeout_never_cuts_early_hints_in_half_in_hijacks_flush
+    assert_early_hints_whole("/hijack", "")
+  end
+
+  # A slow reader of a 9 MB 103 and what follows it: the 103 whole, then
+  # the 503.
+  def assert_early_hints_whole(path, config)
+    server = start("soft_timeout 0.5, keep_worker: true\ntimeout 20\nearly_hints true\n#{config}",
+                   app: HINTS_APP, lint: false)
+    c = server.connect
+    c.write("GET #{path} HTTP/1.1\r\nHost: x\r\n\r\n")
+    raw = +""
+    # a slow reader: the 103 takes seconds to go out, past soft_timeout
+    wait_until(timeout: 30, interval: 0, message: "the request timed out") do
+      raw << c.sock.read_nonblock(65_536, exception: false).then { |d| d.is_a?(String) ? d : "" }
+      sleep 0.01 # pacing the reader
+      server.log.include?("request timeout: GET #{path}")
+    end
+    raw << c.read_to_eof(15)
+    head_end = raw.index("\r\n\r\n") + 4
+    hints = raw.byteslice(0, head_end).sub(/^date: [^\r]*\r\n/, "")
+    link = "</style.css>; rel=preload; as=style, " * 250_000
+    assert hints == "HTTP/1.1 103 Early Hints\r\nlink: #{link}\r\n\r\n",
+           "the 103 whole, first: a 503 at byte #{raw.index('HTTP/1.1 503').inspect} of #{raw.bytesize}"
+    assert_match(%r{\AHTTP/1.1 503 Service Unavailable\r\n}, raw.byteslice(head_end..))
+  ensure
+    c&.close
   end
 
   # The app rescues Exception and hangs on: the master's timeout kills the

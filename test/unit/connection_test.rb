@@ -278,4 +278,68 @@ class ConnectionTest < Minitest::Test
     assert_match(%r{\AHTTP/1.1 413 }, reply)
     assert_empty @dispatcher.seen
   end
+
+  # What the client has not read of earlier responses: the socket takes
+  # nothing more (pipelined requests whose answers it never reads).
+  def fill_socket
+    filler = "f" * 65_536
+    filled = 0
+    while (n = @server.write_nonblock(filler, exception: false)) != :wait_writable
+      filled += n
+    end
+    filled
+  end
+
+  def timed
+    started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    result = yield
+    [result, Process.clock_gettime(Process::CLOCK_MONOTONIC) - started]
+  end
+
+  def test_an_error_response_to_a_client_that_does_not_read_is_spooled_not_waited_for
+    spooling
+    filled = fill_socket
+    action, took = timed { send_bytes("GET / HTTP/1.1\r\nBad Header\r\n\r\n") }
+    assert_operator took, :<, 1, "the reactor's thread waited for the client (write_timeout is 5 s)"
+    assert_equal :write, action, "the 400 waits in the spool for the client"
+    assert_equal 1, @counters.counts[Narwhal::Scoreboard::REQUESTS_REJECTED]
+    got = +""
+    action = :write
+    while action == :write
+      got << reply
+      action = @conn.on_writable
+    end
+    assert_equal :keep, action, "sent: it lingers, draining what the client still sends"
+    got << @client.read # to the end: our side is shut down
+    assert_match(%r{\AHTTP/1.1 400 Bad Request\r\n.*connection: close}m, got.byteslice(filled..))
+    @client.close_write
+    assert_equal :close, @conn.on_readable
+    assert_equal 0, @budget.used
+  end
+
+  def test_an_error_response_that_can_be_neither_sent_nor_spooled_closes_at_once
+    fill_socket # and the writer has no spool budget
+    action, took = timed { send_bytes("GET / HTTP/1.1\r\nBad Header\r\n\r\n") }
+    assert_operator took, :<, 1, "the reactor's thread waited for the client (write_timeout is 5 s)"
+    assert_equal :close, action
+  end
+
+  def test_a_408_to_a_client_that_does_not_read_never_waits
+    spooling
+    fill_socket
+    send_bytes("GET / HTTP/1.1\r\nHost:")
+    action, took = timed { @conn.on_timeout }
+    assert_operator took, :<, 1, "the reactor's thread waited for the client (write_timeout is 5 s)"
+    assert_equal :close, action
+    refute_match(/write timeout/, @log.string, "no write timed out")
+    @conn.close
+    assert_equal 0, @budget.used, "the spooled 408 is freed with the connection"
+  end
+
+  def test_100_continue_to_a_client_that_does_not_read_never_waits
+    fill_socket # and the writer has no spool budget
+    action, took = timed { send_bytes("PUT /u HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\n") }
+    assert_operator took, :<, 1, "the reactor's thread waited for the client (write_timeout is 5 s)"
+    assert_equal :close, action
+  end
 end

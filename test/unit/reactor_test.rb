@@ -3,6 +3,7 @@
 require "test_helper"
 require "socket"
 require "logger"
+require "delegate"
 
 # The reactor with fake handlers: it calls them when their descriptor is
 # readable or their deadline passed, and does what they answer.
@@ -363,5 +364,46 @@ class ReactorTest < Minitest::Test
       wait_for("the next connection read again") { @handlers.last.calls == %i[readable readable] }
     end
     refute_match(/internal error/, @log.string)
+  end
+
+  # The reactor's Poller, whose #add refuses the next accepted socket once
+  # with error (epoll_ctl: ENOMEM, or ENOSPC past fs.epoll.max_user_watches).
+  class RefusingPoller < SimpleDelegator
+    def initialize(poller, error, listener_fd)
+      super(poller)
+      @error = error
+      @listener_fd = listener_fd
+    end
+
+    def add(fd, events)
+      if @error && fd != @listener_fd
+        error = @error
+        @error = nil
+        raise error
+      end
+      __getobj__.add(fd, events)
+    end
+  end
+
+  [Errno::ENOMEM, Errno::ENOSPC].each do |error|
+    define_method("test_a_socket_epoll_refuses_(#{error.name.split('::').last})_is_closed_and_the_loop_goes_on") do
+      poller = @reactor.instance_variable_get(:@poller)
+      @reactor.instance_variable_set(:@poller, RefusingPoller.new(poller, error.new, @server.fileno))
+      accept_with(%i[close], %i[close])
+      refused = connect("a")
+      running do
+        assert refused.wait_readable(10), "the refused client hears from the server"
+        closed = begin
+          refused.read_nonblock(1, exception: false).nil?
+        rescue Errno::ECONNRESET # it had sent bytes we never read
+          true
+        end
+        assert closed, "closed, not left open"
+        assert_equal [%i[close]], @handlers.map(&:calls), "the handler made for it was closed"
+        connect("b")
+        wait_for("the next connection is served") { @handlers.size == 2 && @handlers.last.calls == %i[readable close] }
+      end
+      assert_match(/accept failed: .*#{Regexp.escape(error.new.message)}.*; pausing accepts/i, @log.string)
+    end
   end
 end
