@@ -92,4 +92,19 @@ class DocsTest < Minitest::Test
     spec = Gem::Specification.load(File.join(ROOT, "narwhal.gemspec"))
     assert_match(/thread/i, "#{spec.summary} #{spec.description}", "narwhal has request threads")
   end
+
+  # Every test file OPERATIONS.md's "What survives what" names exists, and
+  # every failure the table promises has a row.
+  def test_what_survives_what_names_real_tests
+    text = File.read(File.join(ROOT, "docs/OPERATIONS.md"))
+    table = text[/^## What survives what\n.*?\n((?:\|.*\n)+)/m, 1] or flunk "OPERATIONS.md has no such table"
+    files = table.scan(%r{`((?:unit|integration)/\w+_test\.rb)`}).flatten.uniq
+    refute_empty files
+    assert_empty files.reject { |f| File.exist?(File.join(ROOT, "test", f)) }, "named tests that do not exist"
+    failures = table.lines.drop(2).map { |row| row.split(" | ").first }
+    ["a hook raises", "fork refused", "a client never reads", "disk full", "spool full", "a worker is killed",
+     "the master is killed"].each do |failure|
+      assert failures.any? { |f| f.include?(failure) }, "no row for #{failure}"
+    end
+  end
 end
