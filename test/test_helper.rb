@@ -12,6 +12,10 @@ require_relative "support/raw_client"
 
 module Narwhal
   module TestHelpers
+    # What a response that keeps its connection ends its head with: the
+    # default keepalive_timeout (5 s) less a second.
+    KEPT = "keep-alive: timeout=4\r\n"
+
     # The pid in a pid file, or nil while it does not exist (it may be
     # renamed between a check and a read, as during USR2).
     def read_pid(path)

@@ -53,49 +53,49 @@ class HeadTest < Minitest::Test
   # byte, this would not read as the next response.
   def assert_next_response_on_the_same_connection
     request("/ok", method: "GET")
-    assert_equal "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ndate: D\r\ncontent-length: 2\r\n\r\n", read_head
+    assert_equal "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ndate: D\r\ncontent-length: 2\r\n#{KEPT}\r\n", read_head
     assert_equal "ok", @c.read_bytes(2)
   end
 
   def test_empty_body_gets_no_content_length
     request("/empty")
-    assert_equal "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ndate: D\r\n\r\n", read_head
+    assert_equal "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ndate: D\r\n#{KEPT}\r\n", read_head
     assert_next_response_on_the_same_connection
   end
 
   def test_the_apps_own_content_length_is_kept
     request("/app-length")
-    assert_equal "HTTP/1.1 200 OK\r\ncontent-length: 42\r\ndate: D\r\n\r\n", read_head
+    assert_equal "HTTP/1.1 200 OK\r\ncontent-length: 42\r\ndate: D\r\n#{KEPT}\r\n", read_head
     assert_next_response_on_the_same_connection
   end
 
   def test_rack_head_over_a_get_app_without_content_length
     request("/rack-head", method: "GET")
-    assert_equal "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ndate: D\r\ncontent-length: 11\r\n\r\n", read_head
+    assert_equal "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ndate: D\r\ncontent-length: 11\r\n#{KEPT}\r\n", read_head
     assert_equal "hello world", @c.read_bytes(11)
     request("/rack-head")
-    assert_equal "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ndate: D\r\n\r\n", read_head
+    assert_equal "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ndate: D\r\n#{KEPT}\r\n", read_head
     assert_next_response_on_the_same_connection
   end
 
   def test_streaming_bodies_get_neither_length_nor_chunked_framing
     %w[/each /callable].each do |path|
       request(path)
-      assert_equal "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ndate: D\r\n\r\n", read_head, path
+      assert_equal "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ndate: D\r\n#{KEPT}\r\n", read_head, path
     end
     assert_next_response_on_the_same_connection
   end
 
   def test_the_apps_own_transfer_encoding_is_kept_without_a_body
     request("/app-chunked")
-    assert_equal "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ntransfer-encoding: chunked\r\ndate: D\r\n\r\n",
+    assert_equal "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ntransfer-encoding: chunked\r\ndate: D\r\n#{KEPT}\r\n",
                  read_head
     assert_next_response_on_the_same_connection
   end
 
   def test_http10_keep_alive_after_head
     request("/empty", version: "1.0", headers: "Connection: keep-alive\r\n")
-    assert_equal "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ndate: D\r\nconnection: keep-alive\r\n\r\n",
+    assert_equal "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ndate: D\r\nconnection: keep-alive\r\n#{KEPT}\r\n",
                  read_head
     assert_next_response_on_the_same_connection
   end

@@ -222,7 +222,7 @@ class ResponseTest < Minitest::Test
     request(c, "/ok")
     head = read_head(c)
     assert_equal "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\nx-custom: yes\r\ndate: D\r\n" \
-                 "#{computed_framing(5)}\r\n", head
+                 "#{computed_framing(5)}#{KEPT}\r\n", head
     assert_equal "hello", read_body(c, head)
     refute c.closed?(timeout: 0.1), "keep-alive connection must stay open"
   ensure
@@ -249,7 +249,7 @@ class ResponseTest < Minitest::Test
     request(c, "/multi")
     head = read_head(c)
     assert_equal "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\nset-cookie: a=1\r\nset-cookie: b=2\r\n" \
-                 "date: D\r\n#{computed_framing(1)}\r\n", head
+                 "date: D\r\n#{computed_framing(1)}#{KEPT}\r\n", head
     assert_equal "m", read_body(c, head)
   ensure
     c&.close
@@ -259,7 +259,7 @@ class ResponseTest < Minitest::Test
     c = self.class.unlinted.connect
     request(c, "/rack2-multi")
     assert_equal "HTTP/1.1 200 OK\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\nContent-Type: text/plain\r\n" \
-                 "date: D\r\ncontent-length: 1\r\n\r\n", read_head(c)
+                 "date: D\r\ncontent-length: 1\r\n#{KEPT}\r\n", read_head(c)
     assert_equal "m", c.read_bytes(1)
   ensure
     c&.close
@@ -285,7 +285,7 @@ class ResponseTest < Minitest::Test
   def test_app_content_length_is_kept_and_not_repeated
     c = server.connect
     request(c, "/length")
-    assert_equal "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 5\r\ndate: D\r\n\r\n", read_head(c)
+    assert_equal "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 5\r\ndate: D\r\n#{KEPT}\r\n", read_head(c)
     assert_equal "hello", c.read_bytes(5)
     request(c, "/ok")
     assert_equal "hello", c.read_response.body
@@ -297,7 +297,7 @@ class ResponseTest < Minitest::Test
     c = server.connect
     request(c, "/array")
     head = read_head(c)
-    assert_equal "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ndate: D\r\n#{computed_framing(4)}\r\n", head
+    assert_equal "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ndate: D\r\n#{computed_framing(4)}#{KEPT}\r\n", head
     assert_equal "abcd", read_body(c, head)
     request(c, "/big-array")
     r = c.read_response
@@ -311,10 +311,10 @@ class ResponseTest < Minitest::Test
   def test_array_and_file_bodies_get_a_content_length_without_lint
     c = self.class.unlinted.connect
     request(c, "/array")
-    assert_equal "HTTP/1.1 200 OK\r\ndate: D\r\ncontent-length: 4\r\n\r\n", read_head(c)
+    assert_equal "HTTP/1.1 200 OK\r\ndate: D\r\ncontent-length: 4\r\n#{KEPT}\r\n", read_head(c)
     assert_equal "abcd", c.read_bytes(4)
     request(c, "/to-path")
-    assert_equal "HTTP/1.1 200 OK\r\ndate: D\r\ncontent-length: 10000\r\n\r\n", read_head(c)
+    assert_equal "HTTP/1.1 200 OK\r\ndate: D\r\ncontent-length: 10000\r\n#{KEPT}\r\n", read_head(c)
     assert_equal "0123456789" * 1000, c.read_bytes(10_000)
   ensure
     c&.close
@@ -323,7 +323,7 @@ class ResponseTest < Minitest::Test
   def test_each_body_is_chunked_for_http11
     c = server.connect
     request(c, "/each")
-    assert_equal "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ndate: D\r\ntransfer-encoding: chunked\r\n\r\n",
+    assert_equal "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ndate: D\r\ntransfer-encoding: chunked\r\n#{KEPT}\r\n",
                  read_head(c)
     assert_equal CHUNKED_BODY, c.read_bytes(CHUNKED_BODY.bytesize)
     request(c, "/ok")
@@ -336,7 +336,7 @@ class ResponseTest < Minitest::Test
   def test_app_transfer_encoding_is_passed_through
     c = server.connect
     request(c, "/app-chunked")
-    assert_equal "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ntransfer-encoding: chunked\r\ndate: D\r\n\r\n",
+    assert_equal "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ntransfer-encoding: chunked\r\ndate: D\r\n#{KEPT}\r\n",
                  read_head(c)
     assert_equal "5\r\nhello\r\n0\r\n\r\n", c.read_bytes(15)
     request(c, "/ok")
@@ -360,7 +360,7 @@ class ResponseTest < Minitest::Test
   def test_a_transfer_encoding_ending_in_chunked_keeps_the_connection
     c = self.class.unlinted.connect
     c.write("GET /gzip-chunked HTTP/1.1\r\nHost: x\r\n\r\nGET /plain HTTP/1.1\r\nHost: x\r\n\r\n")
-    assert_equal "HTTP/1.1 200 OK\r\ntransfer-encoding: gzip\r\ntransfer-encoding: chunked\r\ndate: D\r\n\r\n",
+    assert_equal "HTTP/1.1 200 OK\r\ntransfer-encoding: gzip\r\ntransfer-encoding: chunked\r\ndate: D\r\n#{KEPT}\r\n",
                  read_head(c)
     assert_equal "5\r\nhello\r\n0\r\n\r\n", c.read_bytes(15)
     assert_equal "ok", c.read_response.body
@@ -374,9 +374,9 @@ class ResponseTest < Minitest::Test
     c = self.class.unlinted.connect
     c.write("GET /both HTTP/1.1\r\nHost: x\r\n\r\nGET /both-te-first HTTP/1.1\r\nHost: x\r\n\r\n" \
             "GET /plain HTTP/1.1\r\nHost: x\r\n\r\n")
-    assert_equal "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\ndate: D\r\n\r\n", read_head(c)
+    assert_equal "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\ndate: D\r\n#{KEPT}\r\n", read_head(c)
     assert_equal "5\r\nhello\r\n0\r\n\r\n", c.read_bytes(15)
-    assert_equal "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\ndate: D\r\n\r\n", read_head(c)
+    assert_equal "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\ndate: D\r\n#{KEPT}\r\n", read_head(c)
     assert_equal "5\r\nhello\r\n0\r\n\r\n", c.read_bytes(15)
     assert_equal "ok", c.read_response.body
   ensure
@@ -396,9 +396,9 @@ class ResponseTest < Minitest::Test
     c = server.connect
     request(c, "/array", method: "HEAD")
     length = RACK3 ? "content-length: 4\r\n" : ""
-    assert_equal "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ndate: D\r\n#{length}\r\n", read_head(c)
+    assert_equal "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ndate: D\r\n#{length}#{KEPT}\r\n", read_head(c)
     request(c, "/each", method: "HEAD")
-    assert_equal "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ndate: D\r\n\r\n", read_head(c)
+    assert_equal "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ndate: D\r\n#{KEPT}\r\n", read_head(c)
     request(c, "/file", method: "HEAD")
     assert_equal FILE_SIZE.to_s, c.read_response(head: true)["content-length"]
     # had any body byte been sent, this would not parse as the next response
@@ -415,7 +415,7 @@ class ResponseTest < Minitest::Test
     [204, 304, 102].each do |code|
       request(c, "/status?#{code}")
       head = read_head(c)
-      assert_match(/\AHTTP\/1\.1 #{code} [A-Za-z ]+\r\ndate: D\r\n\r\n\z/, head)
+      assert_match(/\AHTTP\/1\.1 #{code} [A-Za-z ]+\r\ndate: D\r\n#{KEPT}\r\n\z/, head)
     end
     request(c, "/ok")
     assert_equal "hello", c.read_response.body, "a body byte of a bodiless response leaked"
@@ -426,7 +426,7 @@ class ResponseTest < Minitest::Test
   def test_no_length_or_transfer_encoding_on_204
     c = self.class.unlinted.connect
     request(c, "/204-with-length")
-    assert_equal "HTTP/1.1 204 No Content\r\ndate: D\r\n\r\n", read_head(c)
+    assert_equal "HTTP/1.1 204 No Content\r\ndate: D\r\n#{KEPT}\r\n", read_head(c)
     refute c.closed?(timeout: 0.1)
   ensure
     c&.close
@@ -436,7 +436,7 @@ class ResponseTest < Minitest::Test
     srv = self.class.unlinted
     c = srv.connect
     request(c, "/short")
-    assert_equal "HTTP/1.1 200 OK\r\ncontent-length: 10\r\ndate: D\r\n\r\n", read_head(c)
+    assert_equal "HTTP/1.1 200 OK\r\ncontent-length: 10\r\ndate: D\r\n#{KEPT}\r\n", read_head(c)
     assert_equal "abc", c.read_to_eof
     wait_until(timeout: 5, message: "short body logged") { srv.log.include?("shorter than content-length by 7 bytes") }
   ensure
@@ -447,7 +447,7 @@ class ResponseTest < Minitest::Test
     srv = self.class.unlinted
     c = srv.connect
     request(c, "/long")
-    assert_equal "HTTP/1.1 200 OK\r\ncontent-length: 3\r\ndate: D\r\n\r\n", read_head(c)
+    assert_equal "HTTP/1.1 200 OK\r\ncontent-length: 3\r\ndate: D\r\n#{KEPT}\r\n", read_head(c)
     assert_equal "abc", c.read_to_eof
     wait_until(timeout: 5, message: "long body logged") { srv.log.include?("longer than content-length") }
   ensure
@@ -459,7 +459,7 @@ class ResponseTest < Minitest::Test
     def test_streaming_body
       c = server.connect
       request(c, "/stream")
-      assert_equal "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ndate: D\r\ntransfer-encoding: chunked\r\n\r\n",
+      assert_equal "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ndate: D\r\ntransfer-encoding: chunked\r\n#{KEPT}\r\n",
                    read_head(c)
       assert_equal CHUNKED_BODY, c.read_bytes(CHUNKED_BODY.bytesize)
       request(c, "/stream", version: "1.0")

@@ -342,7 +342,10 @@ class ThreadsTest < Minitest::Test
     assert_equal "quick", quick.read_response(timeout: 5).body, "the other thread's request is not interrupted"
     r = slow.read_response(timeout: 5)
     assert_equal [503, "close"], [r.status, r["connection"]]
-    wait_until(timeout: 10, message: "a new worker") { @server.log.scan(/worker=0 ready pid=\d+/).size == 2 }
+    # replaced first: the new worker serves before the old one is told to go
+    wait_until(timeout: 10, message: "the worker replaced") do
+      @server.log.scan(/worker=\d+ ready pid=\d+/).size == 2 && !@server.worker_pids.include?(Integer(first_pid))
+    end
     assert_match(%r{request timeout: GET /sleep ran \d+\.\d+s, past soft_timeout \(0\.5s\)}, @server.log)
     refute_equal first_pid, get(client, "/pid").body, "the worker retired and was replaced"
   end
