@@ -126,6 +126,7 @@ module Narwhal
     def join
       status = nil
       status = guarded_pass until status
+      shutdown # outside the guard: a shutdown that raises ends the master
       status
     ensure
       @signals&.restore # for a program that runs the master inside it (rackup)
@@ -140,7 +141,7 @@ module Narwhal
       while (sig = @signals.pop)
         handle_signal(sig)
       end
-      return stopped if @shutdown.stopping? && @workers.empty?
+      return 0 if @shutdown.stopping? && @workers.empty?
 
       stop(:QUIT, "drain_delay over") if @shutdown.drain_over?(Clock.now)
       if @shutdown.stopping?
@@ -177,11 +178,6 @@ module Narwhal
                     "#{ErrorMessage.backtrace(e)}")
       @signals.wait(delay)
       nil
-    end
-
-    def stopped
-      shutdown
-      0
     end
 
     # Also wakes for a worker's report, and when a held-back fork is due.
@@ -233,7 +229,6 @@ module Narwhal
     def give_up(reason)
       @logger.error(reason)
       @daemon&.failed(reason)
-      shutdown
       1
     end
 

@@ -83,6 +83,7 @@ module Narwhal
       @handoff = nil
       @on_sweep = nil
       @retiring = nil # #retire's block, until the listen queue is drained
+      @drain_left = {} # fd => connections the drain may still take (nil: no count)
       open_handoff if gate
     end
 
@@ -182,10 +183,15 @@ module Narwhal
     # the listen queue are taken as when serving (only with room for them)
     # until a look finds none, and the block lets go of the listeners, so
     # that the last process to hold them leaves none for the kernel to reset.
+    # The drain takes at most what each queue held when it began: clients
+    # that keep connecting would otherwise keep it from ever ending.
     def retire(drain: false, &let_go_of_listeners)
       return stop_accepting unless drain
 
       @retiring = let_go_of_listeners || -> {}
+      depths = ListenQueue.new.depths(@listeners.map(&:io))
+      # nil where the kernel does not say: until a look finds none
+      @drain_left = @listeners.to_h { |l| [l.io.fileno, depths[l.io]&.first] }
     end
 
     # Immediate stop: no new clients, every handler closed.
@@ -210,12 +216,22 @@ module Narwhal
       return unless @listening || @handlers.empty?
 
       took = false
-      @listeners.each { |l| took = true if (acceptor = @acceptors[l.io.fileno]) && accept(acceptor) }
+      @listeners.each { |l| took = true if drain_one(l.io.fileno) }
       return if took
 
       stop_accepting
       @retiring.call
       @retiring = nil
+    end
+
+    # One connection from the listener's queue, while what it held when the
+    # drain began is not all taken; true when one was.
+    def drain_one(fd)
+      left = @drain_left[fd]
+      return false if left&.<=(0) || !(acceptor = @acceptors[fd]) || !accept(acceptor)
+
+      @drain_left[fd] = left - 1 if left
+      true
     end
 
     # Listeners are in the epoll set unless the caller, a back-off, the
@@ -305,7 +321,7 @@ module Narwhal
       handler = make_handler(acceptor, sock) or return true
       make_room if @handlers.size >= @max_handlers
       fd = sock.fileno
-      return unless watched(handler, fd)
+      return true unless watched(handler, fd)
 
       @handlers[handler] = fd
       hold_if_full if @handlers.size >= @max_handlers

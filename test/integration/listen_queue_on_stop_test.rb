@@ -7,9 +7,11 @@ require "test_helper"
 # them before they let go of the listening socket, so the kernel never
 # resets them. Every app thread is held busy while they queue up.
 class ListenQueueOnStopTest < Minitest::Test
-  # /hold waits (in the app) until the test creates the file "release".
+  # /hold waits (in the app) until the test creates the file "release";
+  # /busy takes 5 ms.
   APP = <<~'RU'
     run lambda { |env|
+      sleep 0.005 if env["PATH_INFO"] == "/busy"
       if env["PATH_INFO"] == "/hold"
         File.write("held-#{Process.pid}-#{Thread.current.object_id}", "")
         sleep 0.01 until File.exist?("release")
@@ -92,5 +94,41 @@ class ListenQueueOnStopTest < Minitest::Test
   def test_graceful_term_serves_the_listen_queue
     start(workers: 2, threads: 2, config: "term_graceful true\ndrain_delay 0\n")
     assert_queue_served_across(-> { @server.signal(:TERM) }, workers: 2, threads: 2, queued: 8)
+  end
+
+  # Clients that keep connecting while the workers drain (the queue is
+  # never empty: each request takes 5 ms, 16 clients wait): the drain
+  # takes what was queued when it began, not every connection that
+  # arrives after it, so QUIT ends at once rather than at graceful_timeout.
+  def test_quit_under_steady_load_ends_without_a_kill
+    start(workers: 1, threads: 1, config: "timeout 30\n")
+    stop = false
+    served = Queue.new
+    clients = Array.new(16) do
+      Thread.new do
+        until stop
+          begin
+            sock = TCPSocket.new(@server.host, @server.port)
+            sock.write("GET /busy HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n")
+            served << 1 if status_of(sock, timeout: 5) == 200
+          rescue SystemCallError, IOError
+            nil # refused or reset once the listeners are gone
+          ensure
+            sock&.close
+          end
+        end
+      end
+    end
+    wait_until(timeout: 20, message: "requests served under load") { served.size >= 100 }
+    quit_at = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    @server.signal(:QUIT)
+    status = @server.wait_exit(timeout: 20)
+    took = Process.clock_gettime(Process::CLOCK_MONOTONIC) - quit_at
+    refute_includes @server.log, "killing", "a worker outlived its graceful stop"
+    assert_equal 0, status.exitstatus, @server.log
+    assert_operator took, :<, 10, "QUIT took #{took.round(1)}s under load"
+  ensure
+    stop = true
+    clients&.each { |t| t.join(10) }
   end
 end
