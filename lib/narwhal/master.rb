@@ -239,9 +239,9 @@ module Narwhal
     # be the old master's: the new one waits for it.
     def start_control(wait_if_busy:)
       address = @config[:control_listen]
+      inherited = ControlHandover.take(address)
       return unless address
 
-      inherited = ControlHandover.take(address)
       control = Control.new(address, Status.new(self, @scoreboard, @workers), @logger, listener: inherited)
       return control.start(wait_if_busy: wait_if_busy) unless inherited
 

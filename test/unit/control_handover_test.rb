@@ -39,6 +39,17 @@ class ControlHandoverTest < Minitest::Test
     other&.close
   end
 
+  # control_listen removed before USR2: the socket passed down is closed.
+  def test_one_passed_down_to_a_master_without_a_control_listener_is_closed
+    other = Narwhal::Listener.new("127.0.0.1:0")
+    Handover.pass_on_exec(other, @env)
+    fd = other.io.fileno
+    other.io.autoclose = false # take closes the descriptor itself
+    assert_nil Handover.take(nil, @env)
+    assert_empty @env
+    assert_raises(Errno::EBADF) { IO.for_fd(fd, autoclose: false).stat }
+  end
+
   def test_without_one_there_is_nothing_to_take
     assert_nil Handover.take("127.0.0.1:9394", @env)
   end

@@ -20,12 +20,13 @@ module Narwhal
       end
 
       # In a new master: the socket the old one passed down when it is the
-      # configured address (a changed control_listen is bound anew: nil),
-      # nil without one.
+      # configured address, nil without one. One passed down and not wanted
+      # (control_listen changed or removed: address nil) is closed, so that
+      # neither the workers nor what the app runs inherit it.
       def self.take(address, env = ENV)
         fd = env.delete(ENV_NAME) or return nil
         listener = Listener.inherit(Integer(fd, 10))
-        return listener if listener.address == Listener.expand_addr(address)
+        return listener if address && listener.address == Listener.expand_addr(address)
 
         listener.close(unlink: false)
         nil
