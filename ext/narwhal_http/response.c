@@ -277,6 +277,9 @@ static int each_header(VALUE name, VALUE value, VALUE arg)
     if (name_is(name, "content-length", 14)) {
       /* 1xx and 204 have no body and must not announce one (RFC 9110 8.6) */
       if (c->code < 200 || c->code == 204) return ST_CONTINUE;
+      /* a second one (a Rack 2 Hash may spell the name twice): the first
+       * frames the body, and a sender sends one (RFC 9110 8.6) */
+      if (c->cl_end > c->cl_start) return ST_CONTINUE;
       c->app_length = parse_length(name, value);
       c->cl_start = RSTRING_LEN(c->buf);
       write_value(c, name, RB_TYPE_P(value, T_ARRAY) ? RARRAY_AREF(value, 0) : value, 0);

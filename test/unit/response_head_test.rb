@@ -48,4 +48,14 @@ class ResponseHeadTest < Minitest::Test
     assert_equal HEAD::DONE, mode
     assert keepalive
   end
+
+  # A Rack 2 Hash may hold the field twice, in two spellings: one line goes
+  # on the wire, and none beside transfer-encoding.
+  def test_a_content_length_given_twice_is_sent_once_and_dropped_beside_transfer_encoding
+    buf, = write({ "Content-Length" => "5", "content-length" => "5" }, %w[hello])
+    assert_equal 1, buf.scan(/content-length/i).size, buf.inspect
+    buf, = write({ "Content-Length" => "5", "x-between" => "1", "content-length" => "5", "transfer-encoding" => "chunked" })
+    refute_match(/content-length/i, buf)
+    assert_match(/\r\nx-between: 1\r\n/, buf)
+  end
 end
