@@ -93,14 +93,15 @@ class MasterFaultsTest < Minitest::Test
   # A kernel that refuses a new process (RLIMIT_NPROC here; a full pids
   # cgroup gives the same EAGAIN): the fork fails, is logged and tried
   # again later, while reaping and signals go on. RLIMIT_NPROC binds only
-  # an unprivileged user, so the master runs as nobody, with room for
+  # an unprivileged user and counts all of that user's tasks, so the master
+  # runs as a user id no account and no other process has, with room for
   # three tasks: the master, its fork watchdog thread and one worker.
   def test_a_fork_the_kernel_refuses_is_logged_and_the_master_still_takes_signals
-    nobody = Etc.getpwnam("nobody")
-    as_nobody = ["setpriv", "--reuid=#{nobody.uid}", "--regid=#{nobody.gid}", "--clear-groups"]
-    assert Process.uid.zero?, "runs as root (as bin/test does), to start the master as nobody"
-    root, gemfile = tree_for(as_nobody)
-    wrapper = [*as_nobody, "prlimit", "--nproc=3:3"]
+    assert Process.uid.zero?, "runs as root (as bin/test does), to start the master as another user"
+    uid = spare_uid
+    as_user = ["setpriv", "--reuid=#{uid}", "--regid=#{uid}", "--clear-groups"]
+    root, gemfile = tree_for(as_user)
+    wrapper = [*as_user, "prlimit", "--nproc=3:3"]
     server = start("worker_processes 1\n", wrapper: wrapper, dir_mode: 0o755, root: root,
                                            env: { "BUNDLE_GEMFILE" => gemfile })
     worker = wait_for_workers(server, 1).first
@@ -110,7 +111,7 @@ class MasterFaultsTest < Minitest::Test
     end
     wait_until(timeout: 20, message: "the refused fork logged") { server.log.include?("fork failed") }
     refused = "worker=1 fork failed: the kernel refused a new process (resource temporarily unavailable); " \
-              "RLIMIT_NPROC 3 for uid #{nobody.uid}; not forked, next attempt in 0.5s\n"
+              "RLIMIT_NPROC 3 for uid #{uid}; not forked, next attempt in 0.5s\n"
     assert_includes server.log, refused
     assert_serves(server)
     assert_equal [worker], server.worker_pids
@@ -118,13 +119,28 @@ class MasterFaultsTest < Minitest::Test
     assert_match(/master pid=\d+ exiting/, server.log)
   end
 
-  # The checkout when nobody can read it, else a copy of what the server
+  # A user id without an account whose processes RLIMIT_NPROC would count.
+  def spare_uid
+    taken = Dir.glob("/proc/[0-9]*/status").filter_map do |f|
+      File.read(f)[/^Uid:\s+(\d+)/, 1]&.to_i
+    rescue SystemCallError
+      nil
+    end
+    (61_000..65_000).find do |uid|
+      Etc.getpwuid(uid)
+      false
+    rescue ArgumentError
+      !taken.include?(uid)
+    end
+  end
+
+  # The checkout when that user can read it, else a copy of what the server
   # loads (a checkout under a private directory such as /root); with the
   # bundle's Gemfile in that tree.
-  def tree_for(as_nobody)
+  def tree_for(as_user)
     root = Narwhal::ServerProcess::ROOT
     gemfile = File.expand_path(ENV.fetch("BUNDLE_GEMFILE", File.join(root, "Gemfile")))
-    return [root, gemfile] if system(*as_nobody, "test", "-r", gemfile, "-a", "-r", File.join(root, "lib", "narwhal.rb"),
+    return [root, gemfile] if system(*as_user, "test", "-r", gemfile, "-a", "-r", File.join(root, "lib", "narwhal.rb"),
                                      out: File::NULL, err: File::NULL)
 
     @copy = Dir.mktmpdir("narwhal-tree")
