@@ -126,7 +126,7 @@ module Narwhal
     def capacity(workers, threads)
       return "" unless threads
 
-      counts = workers.select { |w| %w[idle busy].include?(w["state"]) }.map { |w| w["threads"] || threads }
+      counts = workers.select { |w| Master::Status.serving?(w) }.map { |w| w["threads"] || threads }
       busy = workers.sum { |w| w["busy_threads"].to_i }
       split = counts.uniq.size > 1 ? counts.join(" + ") : "#{counts.size} x #{counts.first || threads}"
       "threads: #{busy} of #{counts.sum} busy (#{split}); "

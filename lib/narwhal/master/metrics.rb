@@ -49,7 +49,7 @@ module Narwhal
 
       def threads(workers)
         busy = workers.sum { |w| w["busy_threads"] }
-        serving = workers.select { |w| %w[idle busy].include?(w["state"]) }.sum { |w| w["threads"] }
+        serving = workers.select { |w| Status.serving?(w) }.sum { |w| w["threads"] }
         family("narwhal_threads", "gauge", "Request threads of serving workers by state") do
           sample("narwhal_threads", { "state" => "busy" }, busy)
           sample("narwhal_threads", { "state" => "idle" }, [serving - busy, 0].max)

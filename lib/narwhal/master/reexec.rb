@@ -80,8 +80,6 @@ module Narwhal
         PidFile.new(path)
       end
 
-      private
-
       def exec_new_master(listeners, control, before_exec)
         inherited = listeners.pass_on_exec
         inherited.merge!(control.pass_on_exec) if control

@@ -15,6 +15,7 @@ module Narwhal
       # booting: forked, not serving yet; idle, busy: serving, with no or
       # some request in flight; quitting: told to stop (QUIT), finishing
       STATES = %w[booting idle busy quitting].freeze
+      SERVING = %w[idle busy].freeze
       HISTOGRAMS = { "request_duration" => Scoreboard::REQUEST_DURATION,
                      "queue_time" => Scoreboard::QUEUE_TIME }.freeze
 
@@ -35,12 +36,17 @@ module Narwhal
       def to_h
         workers = @workers.snapshot.sort_by(&:nr).map { |worker| worker_status(worker) }
         draining = @master.draining?
-        serving = workers.any? { |w| %w[idle busy].include?(w["state"]) }
+        serving = workers.any? { |w| self.class.serving?(w) }
         { "pid" => Process.pid, "ready" => serving && !draining, "draining" => draining,
           "worker_processes" => @master.worker_processes, "threads" => @master.config[:threads],
           "uptime_seconds" => (Clock.now - @started).round(3),
           "workers" => workers, "listeners" => listeners, "events" => @master.tally.to_h.transform_keys(&:to_s),
           "histogram_bounds" => Scoreboard::HISTOGRAM_BOUNDS }
+      end
+
+      # Whether a worker's entry is one that serves (idle or busy).
+      def self.serving?(worker)
+        SERVING.include?(worker["state"])
       end
 
       # /ready's answer: nil when ready, else why not.
