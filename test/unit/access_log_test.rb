@@ -187,6 +187,47 @@ class AccessLogTest < Minitest::Test
     assert(lines.all? { |l| COMBINED.match?(l) })
   end
 
+  # INT/TERM's handler writes what waits, then exit!s. It may run while a
+  # thread is inside a flush whose write(2) is already done: on the same
+  # thread (the handler interrupts it) or on another (it holds the lock).
+  # Each line is written once.
+  def test_an_exit_during_a_flush_writes_each_line_once
+    written = []
+    buffer = nil
+    exit_during_write = lambda do |bytes|
+      written << bytes.dup
+      buffer.flush_at_exit if written.size == 1
+    end
+    buffer = Narwhal::AccessLog::Buffer.new(exit_during_write, 1024)
+    buffer << "one\n"
+    buffer.flush
+    assert_equal ["one\n"], written
+  end
+
+  def test_an_exit_while_another_thread_flushes_writes_each_line_once
+    written = Queue.new
+    wrote = Queue.new
+    resume = Queue.new
+    out = lambda do |bytes|
+      written << bytes.dup
+      next unless Thread.current[:flusher]
+
+      wrote << true
+      resume.pop
+    end
+    buffer = Narwhal::AccessLog::Buffer.new(out, 1024)
+    buffer << "one\n"
+    flusher = Thread.new do
+      Thread.current[:flusher] = true
+      buffer.flush
+    end
+    wrote.pop # its write(2) is done, its lock still held
+    buffer.flush_at_exit
+    resume << true
+    flusher.join
+    assert_equal ["one\n"], Array.new(written.size) { written.pop }
+  end
+
   def test_a_file_that_cannot_be_opened_is_a_boot_error
     e = assert_raises(Narwhal::BootError) { Narwhal::AccessLog.open(File.join(@dir, "no/such.log"), :json, nil) }
     assert_equal "cannot open access_log #{@dir}/no/such.log: no such file or directory", e.message
