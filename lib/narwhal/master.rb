@@ -199,8 +199,8 @@ module Narwhal
     def start_control(wait_if_busy:)
       return unless @config[:control_listen]
 
-      Control.new(@config[:control_listen], Status.new(self, @scoreboard, @workers), @logger)
-             .start(wait_if_busy: wait_if_busy)
+      status = Status.new(self, @scoreboard, @workers, paths: @config[:control_status_paths])
+      Control.new(@config[:control_listen], status, @logger).start(wait_if_busy: wait_if_busy)
     end
 
     # Unix socket files stay while a re-exec'd master uses them.

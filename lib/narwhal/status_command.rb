@@ -123,7 +123,7 @@ module Narwhal
       request = worker["request"]
       [worker["nr"].to_s, worker["pid"].to_s, worker["state"], worker["requests"].to_s,
        "#{worker['busy_threads']}", request ? format("%.1fs", request["seconds"]) : "-",
-       request ? "#{request['method']} #{request['path']}" : "-", mib(worker["rss_bytes"])]
+       request ? [request["method"], request["path"]].compact.join(" ") : "-", mib(worker["rss_bytes"])]
     end
 
     def mib(bytes)
