@@ -12,7 +12,7 @@ module Narwhal
   # group) until its after_run hook stops it; after the run nothing marked
   # may be alive, or the run fails.
   module LeftoverProcesses
-    MARK = "NARWHAL_TEST_SUITE"
+    MARK = "STARTED_BY_TEST_PID"
     GRACE = 10 # seconds: a master may still be reaping its workers
     @kept = []
 
