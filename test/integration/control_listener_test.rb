@@ -174,7 +174,7 @@ class ControlListenerTest < Minitest::Test
       end
       assert_equal "GET", request["method"]
       assert_kind_of Float, request["seconds"]
-      assert_equal shown, request["path"], extra
+      shown ? assert_equal(shown, request["path"]) : assert_nil(request["path"])
       assert_equal shown.nil?, !request.key?("path"), "no path key without the directive"
       out, err, status = narwhal_status("--control", @control)
       assert status.success?, err
