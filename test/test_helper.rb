@@ -9,6 +9,7 @@ require "timeout"
 require "narwhal"
 require_relative "support/server_process"
 require_relative "support/raw_client"
+require_relative "support/leftover_processes"
 
 module Narwhal
   module TestHelpers
@@ -61,3 +62,4 @@ module Narwhal
 end
 
 Minitest::Test.include(Narwhal::TestHelpers)
+Narwhal::LeftoverProcesses.install

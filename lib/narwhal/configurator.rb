@@ -81,7 +81,8 @@ module Narwhal
       response_buffer_size: 64 * KIB,
       response_spool_max: 256 * MIB,
       default_listen: "127.0.0.1:8080",
-      control_listen: nil
+      control_listen: nil,
+      control_status_paths: false # paths may carry secrets (reset tokens)
     }.freeze
     CLIENT_TIMEOUT_PARTS = %i[client_header_timeout client_body_timeout].freeze
 

@@ -205,15 +205,35 @@ module Narwhal
 
     def bind_unix(path)
       remove_stale_socket(path)
-      old_umask = File.umask(@options.fetch(:umask, 0))
-      begin
-        server = UNIXServer.new(path)
-        @bound_path = path
-      ensure
-        File.umask(old_umask)
-      end
+      server = @options[:mode] ? bind_unix_private(path, @options[:mode]) : bind_unix_with_umask(path)
+      @bound_path = path
       apply_buffers(server)
       server
+    end
+
+    def bind_unix_with_umask(path)
+      old_umask = File.umask(@options.fetch(:umask, 0))
+      UNIXServer.new(path)
+    ensure
+      File.umask(old_umask)
+    end
+
+    # mode: (the control listener's, not a `listen` option): the file is
+    # created with at most these bits whatever the umask. Linux gives a
+    # socket file the mode of the socket's inode (less the umask), so a
+    # chmod before bind leaves no moment at which it is wider, and no
+    # process-wide umask is changed under the master's other threads.
+    def bind_unix_private(path, mode)
+      sock = Socket.new(:UNIX, :STREAM)
+      begin
+        File.for_fd(sock.fileno, autoclose: false).chmod(mode)
+        sock.bind(Socket.sockaddr_un(path))
+      rescue StandardError
+        sock.close
+        raise
+      end
+      sock.autoclose = false # the UNIXServer owns the descriptor now
+      UNIXServer.for_fd(sock.fileno)
     end
 
     # A socket file left by a dead server is replaced; a live one is an error.

@@ -242,7 +242,8 @@ module Narwhal
       inherited = ControlHandover.take(address)
       return unless address
 
-      control = Control.new(address, Status.new(self, @scoreboard, @workers), @logger, listener: inherited)
+      status = Status.new(self, @scoreboard, @workers, paths: @config[:control_status_paths])
+      control = Control.new(address, status, @logger, listener: inherited)
       return control.start(wait_if_busy: wait_if_busy) unless inherited
 
       @logger.info("control listener on #{control.address} inherited, answering once a worker serves")

@@ -157,7 +157,7 @@ module Narwhal
       busy = of ? "#{worker['busy_threads']}/#{of}" : worker["busy_threads"].to_s
       [worker["nr"].to_s, worker["pid"].to_s, worker["state"], worker["requests"].to_s,
        busy, request ? format("%.1fs", request["seconds"]) : "-",
-       request ? "#{request['method']} #{request['path']}" : "-", mib(worker["rss_bytes"])]
+       request ? [request["method"], request["path"]].compact.join(" ") : "-", mib(worker["rss_bytes"])]
     end
 
     def mib(bytes)

@@ -74,6 +74,7 @@ class InstalledGemTest < Minitest::Test
 
     def base_env
       { "PATH" => ENV.fetch("PATH"), "HOME" => File.join(@root, "home"), "LANG" => "C.UTF-8" }
+        .merge(Narwhal::LeftoverProcesses.env) # not read by narwhal: finds what a test left running
     end
 
     # Where the Rack this suite runs on is installed: the installed gem

@@ -163,28 +163,26 @@ class AccessLogIntegrationTest < Minitest::Test
   end
 
   # Long lines (3 KiB of URI each) from 3 workers x 2 threads and 6 clients,
-  # the file renamed and reopened halfway: each request is one whole line
-  # in one of the two files.
+  # the file renamed and reopened while they keep sending: each request is
+  # one whole line in one of the two files. The clients go on until every
+  # process logged its reopen and each sent some requests after that, whose
+  # lines must be in the new file (no client races the reopen's effect).
   def test_several_workers_and_threads_write_whole_lines_across_a_reopen
     start(workers: 3, threads: 2)
-    per_client = 40
     half = Queue.new
+    reopened = false
+    after_reopen = Queue.new # ids of requests sent once every process had reopened
     clients = Array.new(6) do |i|
-      Thread.new do
-        c = nil
-        per_client.times do |j|
-          c = @server.connect if j % 10 == 0 # new connections: spread over the workers
-          path = "/pad/1?client=#{i}&n=#{j}&#{'p' * 3000}"
-          assert_equal 200, get(c, path, "X-Request-Id: #{i}-#{j}\r\n").status
-          half << true if j == per_client / 2
-        end
-      end
+      Thread.new { reopen_client(i, half, after_reopen) { reopened } }
     end
     6.times { half.pop }
     File.rename(@log, "#{@log}.1")
     @server.signal(:USR1)
-    clients.each(&:join)
-    total = 6 * per_client
+    wait_until(timeout: 20, message: "the master and 3 workers reopened") do
+      @server.log.scan(/reopened \d+ log file/).size >= 4
+    end
+    reopened = true
+    total = clients.sum(&:value)
     wait_until(timeout: 20, message: "#{total} lines") { lines.size + lines("#{@log}.1").size >= total }
     all = lines("#{@log}.1") + lines
     assert_equal total, all.size
@@ -195,6 +193,42 @@ class AccessLogIntegrationTest < Minitest::Test
       m[11]
     end
     assert_equal total, ids.uniq.size
-    refute_empty lines, "lines after the reopen go to the new file"
+    late = Array.new(after_reopen.size) { after_reopen.pop }
+    assert_operator late.size, :>=, 6 * 5
+    new_ids = lines.map { |line| COMBINED.match(line)[11] }
+    assert_empty late - new_ids, "lines of requests sent after the reopen go to the new file"
+  end
+
+  # One client of the test above: at least 40 requests, new connections
+  # every 10 (spread over the workers) and whenever a response says
+  # `connection: close` (a busy worker sheds the connection), on until 5
+  # were sent after the reopen (reopened.call). Returns how many it sent.
+  def reopen_client(nr, half, after_reopen, &reopened)
+    sent = late = 0
+    c = nil
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 60
+    until (sent >= 40 && late >= 5) || Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+      if c.nil? || (sent % 10).zero?
+        c&.close
+        c = @server.connect
+      end
+      id = "#{nr}-#{sent}"
+      now_late = reopened.call
+      response = get(c, "/pad/1?client=#{nr}&n=#{sent}&#{'p' * 3000}", "X-Request-Id: #{id}\r\n")
+      assert_equal 200, response.status
+      if response["connection"] == "close"
+        c.close
+        c = nil
+      end
+      sent += 1
+      half << true if sent == 20
+      next unless now_late
+
+      late += 1
+      after_reopen << id
+    end
+    sent
+  ensure
+    c&.close
   end
 end

@@ -36,7 +36,7 @@ class ClientTimeoutsTest < Minitest::Test
         no_defer: Narwhal::ServerProcess.new(app: APP, config: NO_DEFER, listen: nil),
         slowloris: Narwhal::ServerProcess.new(app: APP, config: SLOWLORIS)
       }
-      started.each_value { |s| Minitest.after_run { s.stop } }
+      started.each_value(&:stop_after_run)
       started.each { |name, s| s.wait_ready(workers: name == :slowloris ? 2 : 1) }
     end
   end

@@ -4,6 +4,7 @@ require "test_helper"
 require "open3"
 require "socket"
 require "tmpdir"
+require "json"
 
 # control_listen end to end: a real master answering /metrics, /health,
 # /ready and /status while its worker is busy and requests queue in the
@@ -13,7 +14,7 @@ class ControlListenerTest < Minitest::Test
   APP = <<~'RU'
     release = ENV.fetch("RELEASE_FILE")
     run lambda { |env|
-      if env["PATH_INFO"] == "/block"
+      if env["PATH_INFO"].start_with?("/block")
         deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 30
         sleep 0.01 until File.exist?(release) || Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
       end
@@ -34,8 +35,8 @@ class ControlListenerTest < Minitest::Test
     FileUtils.rm_rf(@tmp)
   end
 
-  def start(config)
-    @server = Narwhal::ServerProcess.start(app: APP, config: config, env: { "RELEASE_FILE" => @release })
+  def start(config, **options)
+    @server = Narwhal::ServerProcess.start(app: APP, config: config, env: { "RELEASE_FILE" => @release }, **options)
     @control = wait_until(message: "the control listener's address") do
       @server.log[/control listener on (\S+)/, 1]
     end
@@ -110,8 +111,8 @@ class ControlListenerTest < Minitest::Test
                  out)
     assert_includes out.lines.first, "#{tcp} 3/1024"
     assert_includes out.lines.first, "#{@unix_app} 2/1024"
-    assert_match(%r{^\s+0\s+#{@server.worker_pids.first}\s+busy\s+0\s+1/1\s+\d+\.\ds\s+GET /block\s+\d+\.\d MiB$}, out)
-    refute_includes out, "secret", "the query string is not shown"
+    assert_match(%r{^\s+0\s+#{@server.worker_pids.first}\s+busy\s+0\s+1/1\s+\d+\.\ds\s+GET\s+\d+\.\d MiB$}, out)
+    refute_includes out, "/block", "no path without control_status_paths"
 
     File.write(@release, "")
     ([blocked] + waiting).each { |c| assert_equal "ok", c.read_response(timeout: 10).body }
@@ -161,6 +162,44 @@ class ControlListenerTest < Minitest::Test
     _, err, status = narwhal_status("--control", control)
     refute status.success?
     assert_match(/narwhal status: no answer from the control listener/, err)
+  end
+
+  # A path may carry a secret (a password-reset token): /status and
+  # `narwhal status` show the method and age of a request in flight, and
+  # its path (never its query) only with `control_status_paths true`.
+  def test_request_paths_leave_status_unless_the_operator_opts_in
+    token = "/block/reset/t0k3n-5ecret"
+    [["", nil], ["control_status_paths true\n", token]].each do |extra, shown|
+      start(%(control_listen "127.0.0.1:0"\n#{extra}))
+      blocked = send_request(TCPSocket.new(@server.host, @server.port), "#{token}?q=1")
+      request = wait_until(message: "the request in flight in /status") do
+        JSON.parse(control_get("/status").body).dig("workers", 0, "request")
+      end
+      assert_equal "GET", request["method"]
+      assert_kind_of Float, request["seconds"]
+      shown ? assert_equal(shown, request["path"]) : assert_nil(request["path"])
+      assert_equal shown.nil?, !request.key?("path"), "no path key without the directive"
+      out, err, status = narwhal_status("--control", @control)
+      assert status.success?, err
+      assert_equal !shown.nil?, out.include?(token), out
+      refute_includes out, "q=1"
+      File.write(@release, "")
+      assert_equal 200, blocked.read_response(timeout: 10).status
+      @server.stop
+      File.delete(@release)
+    end
+  end
+
+  # The control socket answers anyone who can connect to it: only the
+  # master's user (and root) can, whatever the umask narwhal started with.
+  # The app's own Unix listener keeps `listen`'s umask 0 (nginx connects).
+  def test_a_unix_control_socket_is_0600_whatever_the_umask
+    control = File.join(@tmp, "control.sock")
+    start(%(control_listen "#{control}"\nlisten "#{@unix_app}"\n),
+          wrapper: ["/bin/sh", "-c", 'umask 000 && exec "$@"', "sh"])
+    assert_equal 0o600, File.stat(control).mode & 0o777
+    assert_equal 0o777, File.stat(@unix_app).mode & 0o777
+    assert_equal 200, control_get("/ready").status
   end
 
   # X-Request-Start as nginx sets it (t= milliseconds): the wait before the

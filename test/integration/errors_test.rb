@@ -44,7 +44,7 @@ class ErrorsTest < Minitest::Test
 
   def self.server
     @server ||= Narwhal::ServerProcess.start(app: APP, lint: false).tap do |s|
-      Minitest.after_run { s.stop }
+      s.stop_after_run
       @idle_fds = s.connection_fds
     end
   end

@@ -39,7 +39,7 @@ class KeepaliveTest < Minitest::Test
 
   def self.server(config = nil)
     servers[config] ||= Narwhal::ServerProcess.start(app: APP, config: config).tap do |s|
-      Minitest.after_run { s.stop }
+      s.stop_after_run
       idle_fds[s] = s.connection_fds
     end
   end

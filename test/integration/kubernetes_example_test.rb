@@ -15,7 +15,8 @@ require "support/fake_cgroup"
 # a request in progress finishes, and narwhal exits 0.
 class KubernetesExampleTest < Minitest::Test
   DIR = File.join(Narwhal::ServerProcess::ROOT, "examples", "kubernetes")
-  API_VERSIONS = { "Deployment" => "apps/v1", "Service" => "v1", "ConfigMap" => "v1" }.freeze
+  API_VERSIONS = { "Deployment" => "apps/v1", "Service" => "v1", "ConfigMap" => "v1",
+                   "NetworkPolicy" => "networking.k8s.io/v1" }.freeze
 
   def objects
     @objects ||= Dir[File.join(DIR, "*.yaml")].sort.to_h do |path|
@@ -50,7 +51,7 @@ class KubernetesExampleTest < Minitest::Test
   end
 
   def test_each_file_is_one_object_of_a_known_kind_and_api_version
-    assert_equal %w[configmap.yaml deployment.yaml service.yaml], objects.keys
+    assert_equal %w[configmap.yaml deployment.yaml networkpolicy.yaml service.yaml], objects.keys
     objects.each do |file, obj|
       assert_equal API_VERSIONS.fetch(obj["kind"]), obj["apiVersion"], file
       assert_match(/\A[a-z0-9]([-a-z0-9]*[a-z0-9])?\z/, obj.dig("metadata", "name"), file)
@@ -116,6 +117,34 @@ class KubernetesExampleTest < Minitest::Test
     annotations = object("Deployment").dig("spec", "template", "metadata", "annotations")
     assert_equal port_names.fetch("control").to_s, annotations["prometheus.io/port"]
     assert_equal "/metrics", annotations["prometheus.io/path"]
+  end
+
+  # The control listener binds all interfaces (the kubelet probes the pod's
+  # address) and has no authentication: the NetworkPolicy selects the pods
+  # and lets only the named scraper reach the control port (the kubelet,
+  # on the node, is always let through), while the app's port stays open
+  # to the Service. The ConfigMap's comment names the policy.
+  def test_a_network_policy_lets_only_the_scraper_reach_the_control_port
+    policy = object("NetworkPolicy")
+    labels = object("Deployment").dig("spec", "template", "metadata", "labels")
+    selector = policy.dig("spec", "podSelector", "matchLabels")
+    refute_empty selector
+    assert_equal selector, labels.slice(*selector.keys), "the policy selects the pods"
+    assert_includes policy.dig("spec", "policyTypes"), "Ingress"
+    rules = policy.dig("spec", "ingress")
+    by_port = port_names.keys.to_h do |name|
+      [name, rules.select { |r| r["ports"].any? { |p| [name, port_names[name]].include?(p["port"]) } }]
+    end
+    assert_equal 1, by_port["http"].size, "one rule for the app's port"
+    control = by_port["control"]
+    assert_equal 1, control.size, "one rule for the control port"
+    peers = control.first["from"]
+    refute_empty peers.to_a, "the control port is not open to every source"
+    peers.each do |peer|
+      assert_nil peer["ipBlock"], "no address range: a pod or namespace selector"
+      refute_empty peer.fetch("podSelector", {}).fetch("matchLabels", {}), "a selector naming the scraper's pods"
+    end
+    assert_includes config_map_text, policy.dig("metadata", "name"), "the control_listen comment names the policy"
   end
 
   def test_the_grace_period_covers_the_drain_and_a_graceful_stop

@@ -37,7 +37,7 @@ class LimitsTest < Minitest::Test
 
   def server(config = nil)
     self.class.servers[config] ||=
-      Narwhal::ServerProcess.start(app: APP, config: config).tap { |s| Minitest.after_run { s.stop } }
+      Narwhal::ServerProcess.start(app: APP, config: config).stop_after_run
   end
 
   def small

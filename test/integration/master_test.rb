@@ -219,6 +219,9 @@ class MasterTest < Minitest::Test
     wait_until(message: "worker replaced") { (pids = server.worker_pids).size == 1 && pids != [old] }
     assert_match(/reaped #<Process::Status: pid #{old} exit 0> worker=0/, server.log)
     replacement = server.worker_pids.first
+    # a worker takes signals once it has its own handlers: a TERM in the
+    # moment after the fork goes to the master's, inherited, and is lost
+    wait_until(message: "the replacement ready") { server.log.include?("ready pid=#{replacement}") }
     Process.kill(:TERM, replacement)
     wait_until(message: "worker replaced after TERM") { (pids = server.worker_pids).size == 1 && pids != [replacement] }
     assert_equal "ok", get(server).body

@@ -20,7 +20,7 @@ class RealClientTest < Minitest::Test
   RU
 
   def self.server
-    @server ||= Narwhal::ServerProcess.start(app: APP).tap { |s| Minitest.after_run { s.stop } }
+    @server ||= Narwhal::ServerProcess.start(app: APP).stop_after_run
   end
 
   def server = self.class.server

@@ -111,7 +111,7 @@ class RequestFramingTest < Minitest::Test
   }.freeze
 
   def self.server
-    @server ||= Narwhal::ServerProcess.start(app: APP).tap { |s| Minitest.after_run { s.stop } }
+    @server ||= Narwhal::ServerProcess.start(app: APP).stop_after_run
   end
 
   def server

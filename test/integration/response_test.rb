@@ -160,7 +160,7 @@ class ResponseTest < Minitest::Test
   end
 
   def self.start(**kw)
-    Narwhal::ServerProcess.start(**kw).tap { |s| Minitest.after_run { s.stop } }
+    Narwhal::ServerProcess.start(**kw).stop_after_run
   end
 
   def server = self.class.server

@@ -110,7 +110,7 @@ class SlowReaderTest < Minitest::Test
   def self.server
     @server ||= Narwhal::ServerProcess.start(
       app: APP_REQUIRES + APP, workers: 2, config: "worker_processes 2\nresponse_spool_max 512 * 1024 * 1024\n"
-    ).tap { |s| Minitest.after_run { s.stop } }
+    ).stop_after_run
   end
 
   def server = self.class.server
@@ -165,9 +165,7 @@ class SlowReaderOneWorkerTest < Minitest::Test
 
   # Unlinted: Rack::Lint 2 hides the to_path of the body it wraps.
   def self.server
-    @server ||= Narwhal::ServerProcess.start(app: APP_REQUIRES + APP, lint: false).tap do |s|
-      Minitest.after_run { s.stop }
-    end
+    @server ||= Narwhal::ServerProcess.start(app: APP_REQUIRES + APP, lint: false).stop_after_run
   end
 
   def server = @server || self.class.server
@@ -250,7 +248,7 @@ class SpoolFullTest < Minitest::Test
   def self.server
     @server ||= Narwhal::ServerProcess.start(
       app: APP_REQUIRES + APP, config: "response_spool_max 1024 * 1024\nwrite_timeout 0.5\n"
-    ).tap { |s| Minitest.after_run { s.stop } }
+    ).stop_after_run
   end
 
   def server = self.class.server

@@ -245,8 +245,12 @@ class SystemdTest < Minitest::Test
     client = nil
     # systemd-socket-activate passes on only the variables named with -E
     main = start_service(ACTIVATE, "-l", listen, "-E", "NOTIFY_SOCKET") do
-      wait_until(timeout: 10, message: "socket bound") { File.socket?(@sock) }
-      client = UNIXSocket.new(@sock) # the first connection starts the service
+      # the file exists from bind(2) on, connections are taken from listen(2) on
+      client = wait_until(timeout: 10, message: "socket listening") do
+        UNIXSocket.new(@sock) # the first connection starts the service
+      rescue Errno::ENOENT, Errno::ECONNREFUSED
+        nil
+      end
     end
     assert_match(/\AHTTP\/1.1 200 OK/, request(client))
     assert_match(/inherited addr=#{Regexp.escape(@sock)} fd=3$/, log)

@@ -23,9 +23,7 @@ class WriteTimeoutTest < Minitest::Test
   RU
 
   def self.server
-    @server ||= Narwhal::ServerProcess.start(app: APP, config: "write_timeout 0.5\n").tap do |s|
-      Minitest.after_run { s.stop }
-    end
+    @server ||= Narwhal::ServerProcess.start(app: APP, config: "write_timeout 0.5\n").stop_after_run
   end
 
   def server = self.class.server

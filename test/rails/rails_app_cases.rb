@@ -22,7 +22,7 @@ module RailsAppCases
     def server
       raise @boot_error if @boot_error
 
-      @server ||= start_server.tap { |s| Minitest.after_run { s.stop } }
+      @server ||= start_server.stop_after_run
     rescue StandardError => e
       @boot_error = e
       raise

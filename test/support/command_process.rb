@@ -17,9 +17,11 @@ module Narwhal
     end
 
     # This process's environment without what `bundle exec` put in it, for a
-    # child that runs another bundle.
+    # child that runs another bundle (Bundler's copy of the environment
+    # predates the suite's mark: LeftoverProcesses.env puts it back).
     def self.unbundled_env
-      defined?(Bundler) ? Bundler.with_unbundled_env { ENV.to_h } : ENV.to_h
+      env = defined?(Bundler) ? Bundler.with_unbundled_env { ENV.to_h } : ENV.to_h
+      env.merge(LeftoverProcesses.env)
     end
   end
 end

@@ -106,6 +106,14 @@ module Narwhal
       end.sort
     end
 
+    # For a server the tests of a class share: stopped once the run ends,
+    # not as a leftover of the test that started it.
+    def stop_after_run
+      LeftoverProcesses.keep(@pid)
+      Minitest.after_run { stop }
+      self
+    end
+
     def exited?
       return true if @status
 

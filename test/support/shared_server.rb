@@ -15,7 +15,7 @@ module SharedServer
     end
 
     def server
-      @server ||= Narwhal::ServerProcess.start(**@server_options).tap { |s| Minitest.after_run { s.stop } }
+      @server ||= Narwhal::ServerProcess.start(**@server_options).stop_after_run
     end
   end
 

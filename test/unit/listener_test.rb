@@ -149,6 +149,22 @@ class ListenerTest < Minitest::Test
     end
   end
 
+  # The control listener's mode: at most these bits, whatever the umask,
+  # and the process's umask untouched.
+  def test_mode_makes_a_private_unix_socket_whatever_the_umask
+    Dir.mktmpdir do |dir|
+      path = File.join(dir, "c.sock")
+      old = File.umask(0)
+      listener = Narwhal::Listener.new(path, mode: 0o600)
+      assert_equal 0, File.umask
+      assert_equal 0o600, File.stat(path).mode & 0o777
+      UNIXSocket.new(path).close
+      listener.close
+    ensure
+      File.umask(old)
+    end
+  end
+
   def test_inherit_wraps_tcp_and_unix_listeners_and_matches_their_configured_address
     Dir.mktmpdir do |dir|
       tcp = TCPServer.new("127.0.0.1", 0)

@@ -202,11 +202,12 @@ class WorkerTableTest < Minitest::Test
 
       again = @table.spawn_stand_in(stand_in, from: 2)
       assert_equal [1, 1], [again.nr, again.place], "its place's own number is free again"
+      wait_up(1) # its QUIT handler in place: until then a new worker ignores QUIT
       @table.retire_beyond(1)
       reap_until("place 1's workers retired") { @table.map(&:nr) == [0] }
 
       @table.spawn_missing(3)
-      wait_up(2) # the two new ones (the last stand-in may have been QUIT before it was up)
+      wait_up(2) # the two new ones
       two = @table.find { |w| w.nr == 2 }
       stand_in = @table.spawn_stand_in(two, from: 3)
       assert_equal [3, 2], [stand_in.nr, stand_in.place]

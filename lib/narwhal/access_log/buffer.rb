@@ -15,6 +15,10 @@ module Narwhal
     # O_APPEND file whole, and one to a pipe whole up to PIPE_BUF; a line
     # longer than the bound goes out alone. A worker killed with SIGKILL
     # (timeout, OOM) loses what waits: the lines since its last sweep.
+    #
+    # Two strings take turns: the lines being written leave @pending before
+    # the write, so the exit handler (which may run while a flush is inside
+    # its write(2)) writes only the lines that came after, never those again.
     class Buffer
       FILE_BOUND = 32 * 1024
       PIPE_BUF = 4096
@@ -24,6 +28,7 @@ module Narwhal
         @out = out
         @bound = bound
         @pending = String.new(capacity: bound, encoding: Encoding::BINARY)
+        @writing = String.new(capacity: bound, encoding: Encoding::BINARY)
         @lock = Mutex.new
       end
 
@@ -45,21 +50,29 @@ module Narwhal
       end
 
       # From a signal handler just before exit!: no lock can be waited for
-      # there; when another thread holds it (mid-append), write anyway.
+      # there; when a thread holds it (mid-append, or mid-flush: its lines
+      # are in @writing by then), write what waits anyway.
       def flush_at_exit
         locked = @lock.try_lock
-        flush_locked
+        @out.call(@pending) unless @pending.empty?
       ensure
         @lock.unlock if locked
       end
 
       private
 
+      # The swap is one step for signal handlers and threads (no interrupt
+      # check between its instructions): the lines are in @pending or in
+      # @writing, never in both and never in neither.
       def flush_locked
         return if @pending.empty?
 
-        @out.call(@pending)
-        @pending.clear
+        @pending, @writing = @writing, @pending
+        begin
+          @out.call(@writing)
+        ensure
+          @writing.clear
+        end
       end
     end
   end

@@ -33,8 +33,9 @@ module Narwhal
       Client = Struct.new(:io, :input, :output, :deadline)
 
       # Its socket's options: no deferred accept (a probe's connection is
-      # answered at once) and a short queue.
-      LISTEN_OPTIONS = { backlog: 64, tcp_defer_accept: false, tries: 0 }.freeze
+      # answered at once) and a short queue. A Unix socket is 0600: only the
+      # master's user (who runs `narwhal status`) and root may ask it.
+      LISTEN_OPTIONS = { backlog: 64, tcp_defer_accept: false, tries: 0, mode: 0o600 }.freeze
       RETRY_BUSY = 1.0 # seconds between attempts on an address still in use
 
       # address: control_listen's; status: a Status (#to_h); listener: the

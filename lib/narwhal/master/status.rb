@@ -22,9 +22,13 @@ module Narwhal
       # "threads" is the running configuration's; each worker's own count
       # (a HUP may have changed it since the worker was forked) is in its
       # entry. master: its config, tally, listeners, draining?,
-      # worker_processes.
-      # workers: the WorkerTable. rss: pid -> bytes or nil.
-      def initialize(master, scoreboard, workers, rss: ProcessMemory.method(:rss), queues: ListenQueue.new)
+      # worker_processes. workers: the WorkerTable. rss: pid -> bytes or
+      # nil. paths: whether a request in flight shows its path
+      # (`control_status_paths`), which may carry a secret (a reset token):
+      # only when the operator says so.
+      def initialize(master, scoreboard, workers, rss: ProcessMemory.method(:rss), queues: ListenQueue.new,
+                     paths: false)
+        @paths = paths
         @master = master
         @scoreboard = scoreboard
         @workers = workers
@@ -65,10 +69,15 @@ module Narwhal
         oldest = snap.requests_in_flight.first
         { "nr" => nr, "pid" => worker.pid, "state" => state(worker, snap), "requests" => snap.requests,
           "threads" => worker.threads, "busy_threads" => snap.busy_threads, "rss_bytes" => @rss.call(worker.pid),
-          "request" => oldest && { "method" => oldest.request_method, "path" => oldest.path,
-                                   "seconds" => oldest.seconds.round(6) },
+          "request" => oldest && request_status(oldest),
           "counters" => snap.counters.transform_keys(&:to_s),
           "histograms" => HISTOGRAMS.transform_values { |kind| histogram(nr, kind) } }
+      end
+
+      def request_status(request)
+        status = { "method" => request.request_method, "seconds" => request.seconds.round(6) }
+        status["path"] = request.path if @paths
+        status
       end
 
       def state(worker, snap)
