@@ -49,6 +49,18 @@ class ControlTest < Minitest::Test
     client.read_response(head: method == "HEAD")
   end
 
+  # After USR2 the old master lets go of a socket its successor answers on
+  # too: a probe it already took is answered, not dropped.
+  def test_a_hand_over_answers_the_probes_already_taken
+    taken = connect.write("GET /ready HTTP/1.1\r\n")
+    assert_equal 200, get("/health").status # answered after the first was accepted (one queue, in order)
+    stopping = Thread.new { @control.stop(unlink: false, hand_over: true) }
+    sleep 0.05 until stopping.status == "sleep" || !stopping.alive? # stop waits for the probe
+    taken.write("host: x\r\n\r\n")
+    assert_equal [200, "ready\n"], taken.read_response.then { |r| [r.status, r.body] }
+    assert stopping.join(5), "stop returns once the probe is answered"
+  end
+
   def test_routes_and_methods
     assert_equal [200, "ok\n"], get("/health").then { |r| [r.status, r.body] }
     assert_equal [200, "ready\n"], get("/ready?verbose=1").then { |r| [r.status, r.body] }

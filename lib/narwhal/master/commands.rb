@@ -59,7 +59,7 @@ module Narwhal
       # holds them already, and answers probes on the control socket.
       def let_go_of_listeners
         if @reexec.running?
-          @control&.stop(unlink: false)
+          @control&.stop(unlink: false, hand_over: true)
         else
           @let_go_w.close unless @let_go_w.closed?
         end

@@ -37,6 +37,9 @@ module Narwhal
       # master's user (who runs `narwhal status`) and root may ask it.
       LISTEN_OPTIONS = { backlog: 64, tcp_defer_accept: false, tries: 0, mode: 0o600 }.freeze
       RETRY_BUSY = 1.0 # seconds between attempts on an address still in use
+      # At most this long, a master handing the socket to its USR2 successor
+      # answers the probes it took already (Control#stop with hand_over).
+      HAND_OVER_SECONDS = 1.0
 
       # address: control_listen's; status: a Status (#to_h); listener: the
       # socket a USR2 predecessor passed down (ControlHandover), or nil.
@@ -48,6 +51,8 @@ module Narwhal
         @listener = listener
         @clients = {}
         @thread = nil
+        @closing = false # takes no more connections; ends once its clients are answered
+        @wake_r, @wake_w = IO.pipe # wakes the thread's select for that
       end
 
       # The bound address ("127.0.0.1:9394", a socket path), nil until bound.
@@ -82,12 +87,16 @@ module Narwhal
       end
 
       # unlink: false keeps a Unix socket's file (a re-exec'd master
-      # serves it). Once more after the first: nothing.
-      def stop(unlink: true)
+      # serves it). hand_over: a successor answers on the same socket, so
+      # the probes taken already are answered first (a probe dropped then
+      # would read as a failure). Once more after the first: nothing.
+      def stop(unlink: true, hand_over: false)
+        finish_taken if hand_over
         @thread&.kill&.join(1)
         @clients.each_key { |io| io.close unless io.closed? }
         @clients.clear
         @listener&.close(unlink: unlink)
+        [@wake_r, @wake_w].each(&:close)
       end
 
       # In a forked worker: the thread is gone, the descriptors go too (a
@@ -103,6 +112,7 @@ module Narwhal
         @clients.each_key { |io| io.close unless io.closed? }
         @clients.clear
         @listener.io.close unless @listener.io.closed?
+        [@wake_r, @wake_w].each(&:close)
         stray_sockets(local).each { |io| io.reopen(File::NULL) }
       end
 
@@ -161,19 +171,36 @@ module Narwhal
         retry
       end
 
+      # No more connections; the thread ends once those it has are answered
+      # (HAND_OVER_SECONDS at most).
+      def finish_taken
+        return unless @thread&.alive?
+
+        @closing = true
+        @wake_w.write_nonblock(".", exception: false)
+        @thread.join(HAND_OVER_SECONDS)
+      end
+
       def run
         bind_when_free unless @listener
-        loop do
-          readers = [@listener.io]
+        until @closing && @clients.empty?
+          readers = @closing ? [@wake_r] : [@listener.io, @wake_r]
           writers = []
           @clients.each_value { |c| (c.output ? writers : readers) << c.io }
           readable, writable = IO.select(readers, writers, nil, wait_time)
-          readable&.each { |io| io == @listener.io ? accept : read(@clients[io]) }
+          readable&.each { |io| on_readable(io) }
           writable&.each { |io| write(@clients[io]) }
           expire
         end
       rescue StandardError => e
         @logger.error("control listener stopped: #{ErrorMessage.for(e)}#{ErrorMessage.backtrace(e)}")
+      end
+
+      def on_readable(io)
+        if io == @wake_r then @wake_r.read_nonblock(64, exception: false)
+        elsif io == @listener.io then accept
+        else read(@clients[io])
+        end
       end
 
       def wait_time
