@@ -52,7 +52,6 @@ module Narwhal
   autoload :Responder, "narwhal/responder"
   autoload :WatchedResponder, "narwhal/responder"
   autoload :Dispatcher, "narwhal/dispatcher"
-  autoload :ThreadPool, "narwhal/thread_pool"
   autoload :AcceptGate, "narwhal/accept_gate"
   autoload :AccessLog, "narwhal/access_log"
   autoload :QueueTime, "narwhal/queue_time"

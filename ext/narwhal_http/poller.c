@@ -5,11 +5,18 @@
  * one waiting worker instead of all of them. The kernel counts an
  * exclusive wake-up only for a task blocked in epoll_wait on that very set,
  * so the worker must wait here, not in a selector nesting this one.
+ *
+ * A worker's request threads all wait in the same set (each for one report
+ * at a time): a connection's report goes to exactly one of them, which
+ * reads, runs and answers the request itself. Only idle threads wait, so a
+ * worker takes from a shared listener only while it has one.
  */
 #include "narwhal_http.h"
 
 #ifdef __linux__
 #include <errno.h>
+#include <poll.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <unistd.h>
@@ -17,14 +24,39 @@
 
 /* Events taken from the kernel per wait; more stay ready for the next. */
 #define NW_POLLER_MAX_EVENTS 256
+/* Descriptors the table has room for before it first grows. */
+#define NW_POLLER_TABLE_START 1024
+#define NW_POLLER_FD_BITS 32
+
+/*
+ * What the set knows of each descriptor, for threads that share it. A
+ * descriptor registered ONESHOT (or reserved) is claimable: each report of
+ * it is taken by exactly one thread, which owns it until it re-arms it
+ * (#modify) or lets it go (#delete). The generation changes with every
+ * registration, and every event carries it, so an event taken for a
+ * descriptor that was closed and whose number was reused since is dropped.
+ * The table is read and written only with the GVL held.
+ */
+#define NW_FD_CLAIMABLE 1
+#define NW_FD_OWNED 2
+#define NW_FD_ADDED 4
+
+struct nw_fd_state {
+  uint32_t gen;
+  uint8_t flags;
+};
 
 struct nw_poller {
   int epfd;
-  struct epoll_event events[NW_POLLER_MAX_EVENTS];
+  int waiting; /* threads in #wait now */
+  size_t table_size;
+  struct nw_fd_state *table;
 };
 
 struct wait_args {
   struct nw_poller *p;
+  struct epoll_event *events;
+  int max;
   int timeout_ms;
   int result;
   int error;
@@ -34,12 +66,14 @@ static void poller_free(void *ptr)
 {
   struct nw_poller *p = ptr;
   if (p->epfd >= 0) close(p->epfd);
+  xfree(p->table);
   xfree(p);
 }
 
 static size_t poller_memsize(const void *ptr)
 {
-  return sizeof(struct nw_poller);
+  const struct nw_poller *p = ptr;
+  return sizeof(struct nw_poller) + p->table_size * sizeof(struct nw_fd_state);
 }
 
 static const rb_data_type_t poller_type = {
@@ -73,66 +107,173 @@ static VALUE poller_init(VALUE self)
   return self;
 }
 
-static VALUE poller_ctl(VALUE self, int op, VALUE vfd, VALUE events, const char *what)
+/* The table entry of fd, growing the table to hold it. */
+static struct nw_fd_state *fd_state(struct nw_poller *p, int fd)
 {
-  struct nw_poller *p = get_poller(self);
+  size_t size;
+  if (fd < 0) rb_raise(rb_eArgError, "negative descriptor %d", fd);
+  if ((size_t)fd >= p->table_size) {
+    size = p->table_size ? p->table_size : NW_POLLER_TABLE_START;
+    while (size <= (size_t)fd) size *= 2;
+    REALLOC_N(p->table, struct nw_fd_state, size);
+    memset(p->table + p->table_size, 0, (size - p->table_size) * sizeof(struct nw_fd_state));
+    p->table_size = size;
+  }
+  return &p->table[fd];
+}
+
+static uint64_t event_data(int fd, const struct nw_fd_state *s)
+{
+  return (uint64_t)(uint32_t)fd | ((uint64_t)s->gen << NW_POLLER_FD_BITS);
+}
+
+static void ctl(struct nw_poller *p, int op, int fd, unsigned int events, const struct nw_fd_state *s,
+                const char *what)
+{
   struct epoll_event ev;
   memset(&ev, 0, sizeof(ev));
-  ev.events = NUM2UINT(events);
-  ev.data.fd = NUM2INT(vfd);
-  if (epoll_ctl(p->epfd, op, ev.data.fd, &ev) < 0) rb_sys_fail(what);
+  ev.events = events;
+  ev.data.u64 = event_data(fd, s);
+  if (epoll_ctl(p->epfd, op, fd, &ev) < 0) rb_sys_fail(what);
+}
+
+/* A new registration of fd: events for an earlier one become stale. */
+static struct nw_fd_state *fresh_state(struct nw_poller *p, int fd, uint8_t flags)
+{
+  struct nw_fd_state *s = fd_state(p, fd);
+  s->gen++;
+  s->flags = flags;
+  return s;
+}
+
+/*
+ * #add(fd, events): watch fd for the events (READ, WRITE, EXCLUSIVE,
+ * ONESHOT bits). A ONESHOT descriptor is claimable (see the table above).
+ */
+static VALUE poller_add(VALUE self, VALUE vfd, VALUE vevents)
+{
+  struct nw_poller *p = get_poller(self);
+  int fd = NUM2INT(vfd);
+  unsigned int events = NUM2UINT(vevents);
+  struct nw_fd_state *s = fresh_state(p, fd, NW_FD_ADDED | ((events & EPOLLONESHOT) ? NW_FD_CLAIMABLE : 0));
+  ctl(p, EPOLL_CTL_ADD, fd, events, s, "epoll_ctl(ADD)");
   return Qnil;
 }
 
-/* #add(fd, events): watch fd for the events (READ, WRITE, EXCLUSIVE, ONESHOT bits) */
-static VALUE poller_add(VALUE self, VALUE vfd, VALUE events)
+/*
+ * #reserve(fd): fd is claimable and owned by the caller from now on, but
+ * not in the set yet: the first #modify adds it. A thread that accepted a
+ * connection serves its first request before any other can see it.
+ */
+static VALUE poller_reserve(VALUE self, VALUE vfd)
 {
-  return poller_ctl(self, EPOLL_CTL_ADD, vfd, events, "epoll_ctl(ADD)");
+  fresh_state(get_poller(self), NUM2INT(vfd), NW_FD_CLAIMABLE | NW_FD_OWNED);
+  return Qnil;
 }
 
 /*
  * #modify(fd, events): change what fd is watched for; with ONESHOT it also
- * re-arms fd. Safe from any thread, also while another waits in #wait.
+ * re-arms fd and gives up the caller's claim on it (first, so that the
+ * thread the next report wakes can claim it). Safe from any thread, also
+ * while others wait in #wait.
  */
-static VALUE poller_modify(VALUE self, VALUE vfd, VALUE events)
+static VALUE poller_modify(VALUE self, VALUE vfd, VALUE vevents)
 {
-  return poller_ctl(self, EPOLL_CTL_MOD, vfd, events, "epoll_ctl(MOD)");
+  struct nw_poller *p = get_poller(self);
+  int fd = NUM2INT(vfd);
+  struct nw_fd_state *s = fd_state(p, fd);
+  int op = (s->flags & NW_FD_ADDED) ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
+  s->flags = (uint8_t)((s->flags & ~NW_FD_OWNED) | NW_FD_ADDED);
+  ctl(p, op, fd, NUM2UINT(vevents), s, op == EPOLL_CTL_MOD ? "epoll_ctl(MOD)" : "epoll_ctl(ADD)");
+  return Qnil;
 }
 
 /* #delete(fd): stop watching fd (a no-op if it is already gone) */
 static VALUE poller_delete(VALUE self, VALUE vfd)
 {
   struct nw_poller *p = get_poller(self);
+  int fd = NUM2INT(vfd);
   struct epoll_event ev;
+  fresh_state(p, fd, 0);
   memset(&ev, 0, sizeof(ev));
-  if (epoll_ctl(p->epfd, EPOLL_CTL_DEL, NUM2INT(vfd), &ev) < 0 && errno != ENOENT && errno != EBADF)
+  if (epoll_ctl(p->epfd, EPOLL_CTL_DEL, fd, &ev) < 0 && errno != ENOENT && errno != EBADF)
     rb_sys_fail("epoll_ctl(DEL)");
   return Qnil;
+}
+
+/*
+ * #claim(fd) -> true or false: takes a claimable fd that no thread owns
+ * (the sweep, closing an idle connection); false when a thread has it.
+ */
+static VALUE poller_claim(VALUE self, VALUE vfd)
+{
+  struct nw_poller *p = get_poller(self);
+  int fd = NUM2INT(vfd);
+  struct nw_fd_state *s;
+  if (fd < 0 || (size_t)fd >= p->table_size) return Qfalse;
+  s = &p->table[fd];
+  if (!(s->flags & NW_FD_CLAIMABLE) || (s->flags & NW_FD_OWNED)) return Qfalse;
+  s->flags |= NW_FD_OWNED;
+  return Qtrue;
+}
+
+/* #owned?(fd): a thread has claimed fd */
+static VALUE poller_owned_p(VALUE self, VALUE vfd)
+{
+  struct nw_poller *p = get_poller(self);
+  int fd = NUM2INT(vfd);
+  if (fd < 0 || (size_t)fd >= p->table_size) return Qfalse;
+  return (p->table[fd].flags & NW_FD_OWNED) ? Qtrue : Qfalse;
 }
 
 static void *wait_nogvl(void *ptr)
 {
   struct wait_args *a = ptr;
-  a->result = epoll_wait(a->p->epfd, a->p->events, NW_POLLER_MAX_EVENTS, a->timeout_ms);
+  a->result = epoll_wait(a->p->epfd, a->events, a->max, a->timeout_ms);
   a->error = errno;
   return NULL;
 }
 
+/* Whether the caller may act on the event: current, and claimed if claimable. */
+static int take_event(struct nw_poller *p, const struct epoll_event *ev, int *fd)
+{
+  struct nw_fd_state *s;
+  *fd = (int)(uint32_t)ev->data.u64;
+  if ((size_t)*fd >= p->table_size) return 0;
+  s = &p->table[*fd];
+  if (s->gen != (uint32_t)(ev->data.u64 >> NW_POLLER_FD_BITS)) return 0; /* stale */
+  if (!(s->flags & NW_FD_CLAIMABLE)) return 1;
+  if (s->flags & NW_FD_OWNED) return 0;
+  s->flags |= NW_FD_OWNED;
+  return 1;
+}
+
 /*
- * #wait(timeout_seconds, ready) -> count
+ * #wait(timeout_seconds, ready, max = 256) -> count
  *
- * Blocks up to timeout (nil: forever) and stores the ready descriptors in
- * ready[0...count] (an Array reused by the caller: no allocation). A signal
+ * Blocks up to timeout (nil: forever) with the GVL released and stores the
+ * ready descriptors in ready[0...count] (an Array reused by the caller: no
+ * allocation). Claimable ones are the caller's now; events no longer
+ * current, or for a descriptor another thread owns, are left out. Threads
+ * may wait at once: the kernel gives each report to one of them. A signal
  * interrupts the wait and returns 0 after Ruby ran its handler.
  */
-static VALUE poller_wait(VALUE self, VALUE timeout, VALUE ready)
+static VALUE poller_wait(int argc, VALUE *argv, VALUE self)
 {
+  struct epoll_event events[NW_POLLER_MAX_EVENTS];
   struct wait_args a;
-  int i;
+  VALUE timeout, ready, vmax;
+  int i, count = 0, fd;
+  rb_scan_args(argc, argv, "21", &timeout, &ready, &vmax);
   Check_Type(ready, T_ARRAY);
   a.p = get_poller(self);
+  a.events = events;
+  a.max = NIL_P(vmax) ? NW_POLLER_MAX_EVENTS : NUM2INT(vmax);
+  if (a.max < 1 || a.max > NW_POLLER_MAX_EVENTS) rb_raise(rb_eArgError, "max events out of 1..%d", NW_POLLER_MAX_EVENTS);
   a.timeout_ms = NIL_P(timeout) ? -1 : (int)(NUM2DBL(timeout) * 1000.0);
+  a.p->waiting++;
   rb_thread_call_without_gvl(wait_nogvl, &a, RUBY_UBF_IO, NULL);
+  a.p->waiting--;
   if (a.result < 0) {
     if (a.error != EINTR) {
       errno = a.error;
@@ -140,9 +281,30 @@ static VALUE poller_wait(VALUE self, VALUE timeout, VALUE ready)
     }
     a.result = 0;
   }
-  for (i = 0; i < a.result; i++) rb_ary_store(ready, i, INT2FIX(a.p->events[i].data.fd));
+  if (a.p->epfd >= 0)
+    for (i = 0; i < a.result; i++)
+      if (take_event(a.p, &events[i], &fd)) rb_ary_store(ready, count++, INT2FIX(fd));
   rb_thread_check_ints(); /* run trap handlers now */
-  return INT2FIX(a.result);
+  return INT2FIX(count);
+}
+
+/* #waiting -> Integer: threads blocked in #wait now */
+static VALUE poller_waiting(VALUE self)
+{
+  return INT2FIX(get_poller(self)->waiting);
+}
+
+/*
+ * #pending? -> true or false: reports are ready that no thread has taken
+ * (an epoll set is itself readable while it has some).
+ */
+static VALUE poller_pending_p(VALUE self)
+{
+  struct pollfd pfd;
+  pfd.fd = get_poller(self)->epfd;
+  pfd.events = POLLIN;
+  pfd.revents = 0;
+  return poll(&pfd, 1, 0) > 0 ? Qtrue : Qfalse;
 }
 
 static VALUE poller_close(VALUE self)
@@ -162,15 +324,21 @@ void nw_init_poller(void)
   rb_define_alloc_func(c, poller_alloc);
   rb_define_method(c, "initialize", poller_init, 0);
   rb_define_const(c, "READ", UINT2NUM(EPOLLIN));
+  rb_define_const(c, "MAX_EVENTS", INT2FIX(NW_POLLER_MAX_EVENTS));
   rb_define_const(c, "WRITE", UINT2NUM(EPOLLOUT));
   /* of the set's waiting on a shared listener, one is woken per event */
   rb_define_const(c, "EXCLUSIVE", UINT2NUM(EPOLLEXCLUSIVE));
   /* reported once, then disarmed until #modify re-arms it */
   rb_define_const(c, "ONESHOT", UINT2NUM(EPOLLONESHOT));
   rb_define_method(c, "add", poller_add, 2);
+  rb_define_method(c, "reserve", poller_reserve, 1);
   rb_define_method(c, "modify", poller_modify, 2);
   rb_define_method(c, "delete", poller_delete, 1);
-  rb_define_method(c, "wait", poller_wait, 2);
+  rb_define_method(c, "claim", poller_claim, 1);
+  rb_define_method(c, "owned?", poller_owned_p, 1);
+  rb_define_method(c, "wait", poller_wait, -1);
+  rb_define_method(c, "waiting", poller_waiting, 0);
+  rb_define_method(c, "pending?", poller_pending_p, 0);
   rb_define_method(c, "close", poller_close, 0);
 #endif
 }

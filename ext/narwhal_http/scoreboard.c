@@ -273,6 +273,19 @@ static VALUE board_most_free_threads(VALUE self, VALUE vnr)
   return best == NW_SB_NONE ? Qnil : LL2NUM(best);
 }
 
+/* #idle_threads(nr, threads) -> Integer: of worker nr's first threads
+ * sub-slots, those not on a request */
+static VALUE board_idle_threads(VALUE self, VALUE vnr, VALUE vthreads)
+{
+  struct nw_scoreboard *b = get_board(self);
+  struct nw_sb_worker *w = worker_of(b, vnr);
+  long threads = NUM2LONG(vthreads), i, idle = 0;
+  if (threads < 0 || threads > (long)b->layout.threads) rb_raise(rb_eIndexError, "no %ld threads", threads);
+  for (i = 0; i < threads; i++)
+    if (!nw_sb_started_us(nw_sb_thread_at(w, &b->layout, (uint32_t)i))) idle++;
+  return LONG2NUM(idle);
+}
+
 /* #thread_slot(nr, i = 0) -> ThreadSlot */
 static VALUE board_thread_slot(int argc, VALUE *argv, VALUE self)
 {
@@ -338,6 +351,7 @@ void nw_init_scoreboard(void)
   rb_define_method(c, "reset", board_reset, -1);
   rb_define_method(c, "span=", board_set_span, 1);
   rb_define_method(c, "most_free_threads", board_most_free_threads, 1);
+  rb_define_method(c, "idle_threads", board_idle_threads, 2);
   rb_define_method(c, "thread_slot", board_thread_slot, -1);
   rb_define_method(c, "worker_slot", board_worker_slot, 1);
   nw_init_scoreboard_slots(c);

@@ -1,26 +1,29 @@
 # frozen_string_literal: true
 
 module Narwhal
-  # Whether a worker with request threads should take a new connection now.
-  # The reactor asks on every pass of its loop and keeps its listeners out
-  # of the epoll set while the answer is no: the connection then waits in
-  # the kernel's listen queue, where another worker (or this one, later)
-  # takes it, and where an operator can see it.
+  # Whether a worker with request threads should take new connections now.
+  # Its loop threads ask after each pass (under the acceptors' lock), and
+  # its listeners stay out of the epoll set while the answer is no: a new
+  # connection then waits in the kernel's listen queue, where another
+  # worker (or this one, later) takes it, and where an operator can see it.
   #
-  # Yes needs all of:
-  # - capacity: an idle thread that no ready request has claimed (queued
-  #   requests and connections accepted a moment ago whose request has not
-  #   arrived yet both claim one; the latter for FRESH_GRACE at most), or,
-  #   when none is, room an answered request left (ThreadPool#room?) and no
-  #   sibling with an idle thread: kept-alive clients cannot keep new ones
-  #   waiting in the listen queue for as long as they send;
-  # - preference: no accepting sibling (one whose listeners are in its
-  #   epoll set: #listening) has more free threads, idle ones less the
-  #   requests waiting for one (the scoreboard says; at capacity, the
-  #   sibling with the shorter queue takes the connection),
-  #   so that the kernel's wake-up goes to the idlest worker. A connection
-  #   that nonetheless waits in the listen queue for PENDING_GRACE (the
-  #   sibling is slow to take it) ends the deferral.
+  # A busy thread waits nowhere, so a worker whose threads are all in the
+  # app takes nothing anyway: its listeners may stay in the set, where a
+  # connection waiting in the queue takes its turn with the kept-alive
+  # requests when a thread comes back (kept-alive clients cannot keep new
+  # ones out for as long as they send). The gate closes for two things the
+  # kernel cannot see:
+  # - claims: a connection accepted a moment ago whose request has not
+  #   arrived claims an idle thread (for FRESH_GRACE at most), so that a
+  #   worker does not take more connections than it has threads to serve
+  #   them; unless the listen queue is QUEUE_VALVE deep: then idle
+  #   connections arrive in a crowd, and holding them in the queue would
+  #   leave new ones in SYN once it overflows;
+  # - preference: a sibling that accepts has more free threads (idle ones
+  #   less its claims; the scoreboard says), so that the kernel's wake-up
+  #   goes to the idlest worker. A connection that nonetheless waits in the
+  #   listen queue for PENDING_GRACE (the sibling is slow to take it) ends
+  #   the deferral.
   class AcceptGate
     # How long a new connection without its first request claims a thread.
     FRESH_GRACE = 0.05
@@ -29,55 +32,55 @@ module Narwhal
     RECHECK = 0.005
     # A connection waiting this long is taken even if a sibling looks idler.
     PENDING_GRACE = 0.2
+    # Connections waiting in a listen queue at which claims no longer hold
+    # accepting back.
+    QUEUE_VALVE = 16
 
-    # pool: the ThreadPool (#unclaimed); scoreboard and nr: this worker's
-    # siblings' idle threads; listeners: IOs to look at for waiting
-    # connections while deferring.
-    def initialize(pool, scoreboard, nr, listeners)
-      @pool = pool
-      @threads = pool.size
+    # threads: the worker's request threads; scoreboard and nr: its own and
+    # its siblings' idle threads; listeners: IOs to look at for waiting
+    # connections.
+    def initialize(threads, scoreboard, nr, listeners)
+      @threads = threads
       @scoreboard = scoreboard
       @nr = nr
       @worker = scoreboard.worker_slot(nr)
       @listeners = listeners
+      @siblings = scoreboard.size > 1
+      @listen_queue = ListenQueue.new
       @fresh = []          # connections accepted without a request yet
       @fresh_until = []    # and until when each claims a thread
       @busy = false        # some thread busy or claimed: siblings matter
       @pending_since = nil
     end
 
-    # A connection was just accepted (and its first read done).
-    def accepted(connection)
-      if @pool.unclaimed - @fresh.size <= 0
-        @pool.take_room
-        # it waited in the listen queue while the queued requests came in:
-        # its first request goes before them
-        connection.first_in_line = true
-      end
-      return unless connection.awaiting_first_request?
-
+    # A connection was just accepted and its request has not arrived.
+    def accepted(connection, now)
       @fresh << connection
-      @fresh_until << (Clock.now + FRESH_GRACE)
+      @fresh_until << (now + FRESH_GRACE)
+      @worker.queued = @fresh.size # siblings weigh it against our idle threads
     end
 
-    def open?(now)
+    # starting: threads about to run a request their sub-slots do not show yet.
+    def open?(now, starting = 0)
       expire_fresh(now) unless @fresh.empty?
-      free = @pool.unclaimed - @fresh.size
+      free = @scoreboard.idle_threads(@nr, @threads) - @fresh.size - starting
       @busy = free < @threads
-      # at capacity a waiting connection may come in on the room an
-      # answered request left, unless a sibling has less waiting
-      return false if free <= 0 && !@pool.room?
+      return queue_deep? if free <= 0 && !@fresh.empty?
       return true unless @busy # all idle: nobody is idler
 
       !defer?(free, now)
     end
 
-    # When the reactor must ask again even if nothing happens here.
+    def siblings?
+      @siblings
+    end
+
+    # When a loop thread must ask again even if nothing happens here.
     def recheck_in
       @busy ? RECHECK : nil
     end
 
-    # The reactor's listeners entered or left its epoll set (this gate, the
+    # The listeners entered or left the epoll set (this gate, the
     # connection limit, a back-off, a stop): siblings count this worker's
     # idle threads only while it can take a connection, or they would
     # leave it connections that wait for PENDING_GRACE.
@@ -109,6 +112,10 @@ module Narwhal
       true
     end
 
+    def queue_deep?
+      @listen_queue.depths(@listeners).any? { |_, (depth, _)| depth && depth >= QUEUE_VALVE }
+    end
+
     def expire_fresh(now)
       i = 0
       while i < @fresh.size
@@ -119,6 +126,7 @@ module Narwhal
           i += 1
         end
       end
+      @worker.queued = @fresh.size
     end
   end
 end

@@ -35,7 +35,7 @@ module Narwhal
     HEAD = 1 # reading the request line and header section
     BODY = 2 # reading the request body
     LINGER = 3 # error sent, draining before close
-    SERVING = 4 # the request is with the dispatcher (maybe another thread)
+    SERVING = 4 # the request is with the dispatcher
 
     # The deadline while the app has the request: the master's `timeout`
     # and soft_timeout watch it, not the reactor.
@@ -51,7 +51,6 @@ module Narwhal
     WRITE = Reactor::WRITE
     CLOSE = Reactor::CLOSE
     RELEASE = Reactor::RELEASE
-    PARK = Reactor::PARK
 
     # What every connection of a serving process shares. keepalive turns
     # false on a graceful stop: responses then say Connection: close.
@@ -59,9 +58,6 @@ module Narwhal
     Context = Struct.new(:limits, :dispatcher, :logger, :counters, :keepalive, :access_log)
 
     attr_reader :deadline, :request
-    # Let in at capacity after waiting in the listen queue: its first
-    # request is served before those queued meanwhile (ThreadPool).
-    attr_accessor :first_in_line
 
     def initialize(io, request, context)
       @io = io
@@ -82,7 +78,6 @@ module Narwhal
       @off = 0
       @state = IDLE
       @requests = 0
-      @first_in_line = false
       @rejected = false # an error response is being sent: linger after it
       @env = nil
       @input = nil
@@ -131,15 +126,6 @@ module Narwhal
       @requests.zero?
     end
 
-    # After #after_response said KEEP on an app thread: a pipelined request
-    # already buffered is handed on (to the back of the queue), else the
-    # connection waits for more bytes.
-    def continue
-      return KEEP if @off >= @buf.bytesize
-
-      process
-    end
-
     # The socket takes bytes again: sends what it takes of the spool; once
     # all went out, reads again, first the pipelined requests already read.
     def on_writable
@@ -170,7 +156,7 @@ module Narwhal
     # What becomes of the connection once the responder returned: KEEP it
     # for the next request, WRITE the rest of the response from the spool,
     # CLOSE it, or RELEASE it (hijacked). Only answers; the caller tells the
-    # reactor (an app thread may call this).
+    # reactor.
     def after_response(outcome)
       hijacked = outcome == Responder::HIJACKED || @request.hijacked?
       return start_send(outcome) if !hijacked && @out.pending?
@@ -282,11 +268,7 @@ module Narwhal
       @request.complete(@input, @parser.http11?, keepalive, @parser.queue_stamp?)
       @state = SERVING
       @deadline = NO_DEADLINE
-      outcome = @dispatcher.dispatch(@request, self)
-      # queued: an app thread owns the connection now; touch nothing
-      return PARK if outcome == ThreadPool::QUEUED
-
-      after_response(outcome)
+      after_response(@dispatcher.dispatch(@request, self))
     end
 
     # The app returned, part of its response is spooled: the reactor sends

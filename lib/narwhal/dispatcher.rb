@@ -1,14 +1,14 @@
 # frozen_string_literal: true
 
 module Narwhal
-  # Where a complete request runs. The reading side (Connection) hands each
-  # complete Request (and itself) to #dispatch and is told what became of
-  # the connection (Responder's KEEP, CLOSE or HIJACKED), or QUEUED: an app
-  # thread will run it and call Connection#after_response (ThreadPool).
+  # Where a complete request runs: on the thread that read it, always. The
+  # reading side (Connection) hands each complete Request to #dispatch and
+  # is told what became of the connection (Responder's KEEP, CLOSE or
+  # HIJACKED).
   module Dispatcher
-    # On the reactor's own thread, at once: while the app runs, the worker
-    # waits on nothing, so it accepts nothing (one request at a time per
-    # process, as in Unicorn).
+    # One thread (`threads 1`): while the app runs, the worker waits on
+    # nothing, so it accepts nothing (one request at a time per process,
+    # as in Unicorn).
     class Inline
       def initialize(responder)
         @responder = responder
@@ -16,6 +16,49 @@ module Narwhal
 
       def dispatch(request, _connection)
         @responder.respond(request)
+      end
+    end
+
+    # Request threads (`threads N`): each loop thread of the reactor has
+    # its own Responder (and scoreboard sub-slot), set with #serve_here.
+    #
+    # Shedding: a request taken while other reports wait in this worker
+    # that no thread of it waits to take, and while a sibling worker has an
+    # idle thread, is answered with Connection: close, so that the client's
+    # next request reconnects and the kernel gives it to a worker that can
+    # serve it now. With one worker, or every worker full, nothing is shed:
+    # that would only cost reconnects.
+    class Threaded
+      RESPONDER = :narwhal_responder
+
+      # scoreboard/nr: where the siblings' idle threads are read (one
+      # worker: never shed).
+      def initialize(scoreboard, nr)
+        @scoreboard = scoreboard.size > 1 ? scoreboard : nil
+        @nr = nr
+        @reactor = nil
+      end
+
+      # The reactor whose threads serve (#backlog?, #request_starting).
+      attr_writer :reactor
+
+      # On a loop thread, before it serves.
+      def serve_here(responder)
+        Thread.current[RESPONDER] = responder
+      end
+
+      def dispatch(request, _connection)
+        if @scoreboard
+          request.close_connection if @reactor.backlog? && sibling_idle?
+          @reactor.request_starting # the next connection goes to an idler sibling
+        end
+        Thread.current[RESPONDER].respond(request)
+      end
+
+      private
+
+      def sibling_idle?
+        (@scoreboard.most_free_threads(@nr) || 0).positive?
       end
     end
   end

@@ -7,40 +7,42 @@ module Narwhal
   #
   # A handler (a connection) answers #on_readable and #on_timeout with what
   # should happen to it next: KEEP it registered, CLOSE it (the reactor
-  # forgets the descriptor, then calls #close: the reactor is the one owner
-  # of that decision), or RELEASE it (forgotten, not closed: someone else
-  # took the socket, as with rack.hijack). It also has #deadline (a Clock
-  # time) and #idle? (may be closed on a graceful stop).
+  # forgets the descriptor, then calls #close), or RELEASE it (forgotten,
+  # not closed: someone else took the socket, as with rack.hijack). It also
+  # has #deadline (a Clock time) and #idle? (may be closed on a graceful
+  # stop).
   #
   # WRITE: the handler has bytes to send that the socket would not take.
   # The reactor then waits for the descriptor to be writable, not readable,
   # and calls #on_writable, which answers the same way: WRITE (more to
   # send), KEEP (all sent: wait for reading again), CLOSE or RELEASE.
   #
-  # Listeners are registered with EPOLLEXCLUSIVE: of the workers waiting on
-  # a shared listener, the kernel wakes one per new connection. A worker
-  # busy in the app is not waiting, so it is never the one woken. Accepting
-  # can be paused and resumed: on its own when accept(2) fails for want of
-  # descriptors (AcceptBackoff; the listener would stay readable and the
-  # loop would spin), by the caller when it has no room for more work, when
-  # it holds `max_handlers` connections (the oldest idle one is closed first
-  # to make room), and in a worker with request threads by its AcceptGate.
+  # With request threads (`threads N`, #run with a block) N threads run
+  # this loop on the one epoll set, each taking one report at a time, and
+  # the thread that reads a request runs it (there is no hand-off). Handler
+  # descriptors are then armed ONESHOT and claimed (Poller): a report goes
+  # to exactly one thread, which owns the handler until it re-arms it or
+  # lets it go; the sweep and closing touch only handlers no thread owns.
+  # What threads share (the handler table, the listeners' state) is changed
+  # under one lock or with single Array/Hash operations, and iterated over
+  # copies. The watchers then run on the thread that keeps the loop
+  # threads (Threads), not in the loop. See docs/DESIGN.md.
   #
-  # With request threads a handler may answer PARK: an app thread has it
-  # now. Handlers' descriptors are then armed ONESHOT, so a parked one
-  # reports nothing until the thread gives it back with #resume (from any
-  # thread: KEEP re-arms it at once; the other answers go through a mailbox
-  # that this loop empties, as it alone closes).
+  # Listeners are registered with EPOLLEXCLUSIVE: of the workers waiting on
+  # a shared listener, the kernel wakes one per new connection, counting
+  # only a set that has a thread waiting in it. A worker busy in the app
+  # waits nowhere, so it is never the one woken. Accepting can be paused
+  # and resumed (Acceptors): on its own when accept(2) fails for want of
+  # descriptors, by the caller, at `max_handlers` connections, and with
+  # request threads by an AcceptGate.
   class Reactor
-    autoload :Handoff, "narwhal/reactor/handoff"
+    autoload :Acceptors, "narwhal/reactor/acceptors"
+    autoload :Threads, "narwhal/reactor/threads"
 
     KEEP = :keep
     WRITE = :write
     CLOSE = :close
     RELEASE = :release
-    PARK = :park
-
-    LISTENER_EVENTS = Poller::READ | Poller::EXCLUSIVE
 
     # How often deadlines are checked; timeouts are accurate to this.
     SWEEP_INTERVAL = 0.25
@@ -53,42 +55,32 @@ module Narwhal
       end
     end
 
-    # A listener and the block that makes a handler for each accepted socket.
-    Acceptor = Struct.new(:listener, :factory)
-
     # max_handlers: connections held at most (worker_connections); gate:
-    # an AcceptGate (request threads) or nil (the app runs on this thread).
+    # an AcceptGate (request threads) or nil (one thread).
     def initialize(logger, max_handlers: Float::INFINITY, gate: nil)
       @logger = logger
       @poller = Poller.new
-      @max_handlers = max_handlers
-      @gate = gate
-      # handlers are reported once per arming when threads may hold them
-      @handler_events = gate ? Poller::READ | Poller::ONESHOT : Poller::READ
-      @write_events = gate ? Poller::WRITE | Poller::ONESHOT : Poller::WRITE
-      @full = false       # max_handlers reached
-      @gate_open = true
+      @threaded = !gate.nil?
+      # with threads each report goes to one thread, and is re-armed by it
+      @handler_events = @threaded ? Poller::READ | Poller::ONESHOT : Poller::READ
+      @write_events = @threaded ? Poller::WRITE | Poller::ONESHOT : Poller::WRITE
       @targets = []   # fd => handler or Watcher
       @writing = []   # fd => true while its handler waits to write
-      @acceptors = [] # listener fd => Acceptor
       @handlers = {}  # handler => fd
-      @listeners = []
+      @acceptors = Acceptors.new(self, @poller, logger, max_handlers, gate)
       @ready = []
       @next_sweep = 0
-      @wait = SWEEP_INTERVAL
-      @backoff = AcceptBackoff.new(logger)
-      @held = false       # paused by the caller
-      @resume_at = nil    # when a back-off pause ends
-      @listening = false  # listeners are in the epoll set
-      @handoff = nil
+      @sweeping = Mutex.new # one thread sweeps at a time
       @on_sweep = nil
-      @retiring = nil # #retire's block, until the listen queue is drained
-      @drain_left = {} # fd => connections the drain may still take (nil: no count)
-      open_handoff if gate
+      @closing = false # close_all: no handler is kept
+      @threads = nil
+      @watchers = {} # with request threads: io => block
     end
 
-    # A duty of the loop's thread at every sweep, at least every
-    # SWEEP_INTERVAL while it runs (the access log's gathered lines).
+    attr_reader :acceptors
+
+    # A duty of a loop thread at every sweep, at least every SWEEP_INTERVAL
+    # while it runs (the access log's gathered lines).
     def on_sweep(&block)
       @on_sweep = block
     end
@@ -96,159 +88,144 @@ module Narwhal
     # Accepts from listener (anything with #io and #accept_nonblock); each
     # accepted socket becomes the handler the block returns for it.
     def add_listener(listener, &factory)
-      @acceptors[listener.io.fileno] = Acceptor.new(listener, factory)
-      @listeners << listener
-      @poller.add(listener.io.fileno, LISTENER_EVENTS) if @listening
+      @acceptors.add(listener, factory)
     end
 
-    # Calls the block in the loop whenever io is readable.
+    # Calls the block whenever io is readable: in the loop, or with
+    # request threads on the thread that keeps them (Threads).
     def watch(io, &block)
-      register(io.fileno, Watcher.new(block))
+      return @watchers[io] = block if @threaded
+
+      fd = io.fileno
+      @targets[fd] = Watcher.new(block)
+      @writing[fd] = nil
+      @poller.add(fd, Poller::READ)
     end
 
     def unwatch(io)
+      return @watchers.delete(io) if @threaded
+
       forget(io.fileno)
     end
 
-    # Runs until #retire drained the listen queue (or #close_all) and every
-    # handler is gone.
-    def run
-      update_listeners
-      ready = @ready
-      until @listeners.empty? && @handlers.empty?
-        count = @poller.wait(@gate ? gate_wait : @wait, ready)
-        i = 0
-        while i < count
-          fd = ready[i]
-          if (target = @targets[fd])
-            dispatch(target, fd)
-          elsif (acceptor = @acceptors[fd])
-            accept(acceptor)
-          end
-          i += 1
-        end
-        now = Clock.now
-        sweep(now) if now >= @next_sweep
-        check_gate(now) if @gate
-        drain_listen_queue if @retiring
-      end
+    # Runs until the listeners are gone (#retire, #close_all) and every
+    # handler is. With a block: `threads` loop threads, each given to the
+    # block first (it sets up what the thread serves with).
+    def run(threads: 1, &on_thread)
+      @acceptors.start
+      return serve(@ready, Poller::MAX_EVENTS) unless on_thread
+
+      @threads = Threads.new(threads, @logger, on_thread) { serve([], 1) }
+      @threads.run(self, @watchers)
     ensure
       @poller.close
-      @handoff&.close
     end
 
-    # From an app thread: the handler it had (PARK) comes back with what
-    # should happen to it now. KEEP and WRITE re-arm it here (epoll allows
-    # that from any thread); CLOSE and RELEASE are done by the loop, the one
-    # owner of closing.
-    def resume(handler, action)
-      if action == KEEP || action == WRITE
-        @handoff.give_back(handler) do
-          fd = @handlers[handler]
-          wait_for(fd, action == WRITE) if fd
-        end
-      else
-        @handoff.post(handler, action)
-      end
-    rescue IOError, SystemCallError
-      @handoff.wake # the loop is closing (its poller too)
+    def finished?
+      @acceptors.none? && @handlers.empty?
     end
 
-    # On this loop's thread, before the handler goes to an app thread (the
-    # dispatcher calls it): until #resume it is neither idle nor timed out.
-    def park(handler)
-      @handoff.park(handler)
+    # Stops the supervisor of the loop threads from waiting for them (an
+    # immediate stop).
+    def closing?
+      @closing
     end
 
-    # From any thread: the loop looks at its mailbox and its gate now.
-    def wake
-      @handoff.wake
-    end
-
-    # No more accepting until #resume_accepting (the caller is full).
     def pause_accepting
-      @held = true
-      update_listeners
+      @acceptors.hold(true)
     end
 
     def resume_accepting
-      @held = false
-      update_listeners
+      @acceptors.hold(false)
     end
 
     # Graceful stop. Handlers finish what they do; idle ones stay until
     # their deadline (a keep-alive timeout the client was told): closing one
     # now would race a request already on its way. No new connection,
-    # unless drain (no other process will take them): then those waiting in
-    # the listen queue are taken as when serving (only with room for them)
-    # until a look finds none, and the block lets go of the listeners, so
-    # that the last process to hold them leaves none for the kernel to reset.
-    # The drain takes at most what each queue held when it began: clients
-    # that keep connecting would otherwise keep it from ever ending.
+    # unless drain (no other process will take them): see Acceptors#retire.
     def retire(drain: false, &let_go_of_listeners)
-      return stop_accepting unless drain
-
-      @retiring = let_go_of_listeners || -> {}
-      depths = ListenQueue.new.depths(@listeners.map(&:io))
-      # nil where the kernel does not say: until a look finds none
-      @drain_left = @listeners.to_h { |l| [l.io.fileno, depths[l.io]&.first] }
+      @acceptors.retire(drain, let_go_of_listeners)
     end
 
-    # Immediate stop: no new clients, every handler closed.
+    # Immediate stop: no new clients, every handler closed (one a thread
+    # has is closed when it comes back).
     def close_all
-      stop_accepting
-      @handlers.each_key { |h| drop(h) }
+      @closing = true
+      @threads&.stop_waiting
+      @acceptors.stop
+      @handlers.keys.each { |h| drop_unowned(h) }
+    end
+
+    # A socket accepted from a listener: registered, and its first bytes
+    # read (and request served) on this thread. False when epoll refused it
+    # (the handler is closed).
+    def adopt(handler, fd)
+      @targets[fd] = handler
+      @writing[fd] = nil
+      @handlers[handler] = fd
+      if @threaded
+        @poller.reserve(fd) # this thread's until it first arms it
+      else
+        @poller.add(fd, @handler_events)
+      end
+      dispatch(handler, fd)
+      true
+    rescue Errno::ENOMEM, Errno::ENOSPC => e
+      forget(fd)
+      @handlers.delete(handler)
+      handler.close
+      @acceptors.back_off(e)
+      false
+    end
+
+    def handler_count
+      @handlers.size
+    end
+
+    # Reports wait that no thread waits to take (request threads).
+    def backlog?
+      @poller.waiting.zero? && @poller.pending?
+    end
+
+    # A loop thread is about to run a request (request threads, siblings).
+    def request_starting
+      @acceptors.request_starting
+    end
+
+    # Closes the oldest idle connection that no thread has; true if one was.
+    def close_oldest_idle
+      @handlers.keys.each do |h|
+        next unless h.idle?
+        return true if drop_unowned(h)
+      end
+      false
+    end
+
+    def any_idle?
+      @handlers.keys.any? { |h| h.idle? && !owned?(h) }
     end
 
     private
 
-    def stop_accepting
-      pause_accepting
-      @listeners.each { |l| @acceptors[l.io.fileno] = nil }
-      @listeners.clear
-      @resume_at = nil
-    end
-
-    # While retiring, on each pass: with room to serve (or nothing left to
-    # do), one connection from each listener that has one waiting; when
-    # none has, the listeners go.
-    def drain_listen_queue
-      return unless @listening || @handlers.empty?
-
-      took = false
-      @listeners.each { |l| took = true if drain_one(l.io.fileno) }
-      return if took
-
-      stop_accepting
-      @retiring.call
-      @retiring = nil
-    end
-
-    # One connection from the listener's queue, while what it held when the
-    # drain began is not all taken; true when one was.
-    def drain_one(fd)
-      left = @drain_left[fd]
-      return false if left&.<=(0) || !(acceptor = @acceptors[fd]) || !accept(acceptor)
-
-      @drain_left[fd] = left - 1 if left
-      true
-    end
-
-    # Listeners are in the epoll set unless the caller, a back-off, the
-    # connection limit or the gate holds them out.
-    def update_listeners
-      listening = !@held && @resume_at.nil? && !@full && @gate_open
-      return if listening == @listening
-
-      @listening = listening
-      @listeners.each { |l| listening ? @poller.add(l.io.fileno, LISTENER_EVENTS) : @poller.delete(l.io.fileno) }
-      @gate&.listening(listening)
-    end
-
-    def register(fd, target)
-      @targets[fd] = target
-      @writing[fd] = nil # the number may have been a released socket's
-      @poller.add(fd, target.is_a?(Watcher) ? Poller::READ : @handler_events)
+    # One loop thread: waits for reports (at most max at a time), runs what
+    # they ask, sweeps when it is time, and lets the acceptors look again.
+    def serve(ready, max)
+      until finished?
+        count = @poller.wait(@acceptors.wait_time(SWEEP_INTERVAL), ready, max)
+        i = 0
+        while i < count
+          fd = ready[i]
+          if (target = @targets[fd])
+            dispatch(target, fd)
+          else
+            @acceptors.ready(fd)
+          end
+          i += 1
+        end
+        now = Clock.now
+        sweep(now) if now >= @next_sweep
+        @acceptors.pass(now)
+      end
     end
 
     # Stops watching fd (before it is closed: epoll must not keep it).
@@ -264,204 +241,77 @@ module Narwhal
       nil
     end
 
+    # Runs the handler's step, then does what it answered. Also when the
+    # step did not return (the app ended its thread): the connection closes.
     def dispatch(target, fd)
-      if @writing[fd]
-        action = target.on_writable
-        return if action == WRITE && !@gate # level-triggered: still watched
-      else
-        action = target.on_readable
-        return if action == KEEP && (!@gate || !@handlers.key?(target)) # watchers stay armed
-      end
-      apply(target, fd, action)
+      action = CLOSE
+      action = @writing[fd] ? target.on_writable : target.on_readable
     rescue StandardError => e
-      # a bug must cost one connection, never the process
-      internal_error(e)
-      drop(target) if @handlers.key?(target)
+      internal_error(e) # a bug must cost one connection, never the process
+    ensure
+      apply(target, fd, action)
     end
 
     def apply(handler, fd, action)
-      return if action == PARK
-
-      if action == KEEP || action == WRITE
-        writing = action == WRITE
-        # ONESHOT: armed again after every report; else only on a change
-        wait_for(fd, writing) if @gate || writing != (@writing[fd] || false)
-        return
-      end
-      if @handoff
-        @handoff.exclusively(handler) { let_go(handler, fd) }
-      else
+      if (action == KEEP || action == WRITE) && !@closing
+        wait_for(fd, action == WRITE)
+      elsif @handlers.key?(handler)
         let_go(handler, fd)
+        handler.close unless action == RELEASE
+        @acceptors.room_again
       end
-      handler.close if action == CLOSE
-      room_again if @full
     end
 
-    # Switches what fd is watched for: writable (#on_writable) or readable;
-    # also re-arms a ONESHOT one. From an app thread too (#resume): epoll
-    # allows it, and the loop reads @writing[fd] only for a reported fd.
+    # What fd is watched for next: writable (#on_writable) or readable.
+    # With threads this also re-arms it and gives up this thread's claim;
+    # with one thread epoll is told only of a change.
     def wait_for(fd, writing)
+      return if !@threaded && writing == (@writing[fd] || false)
+
       @writing[fd] = writing
       @poller.modify(fd, writing ? @write_events : @handler_events)
     end
 
-    def drop(handler)
-      apply(handler, @handlers[handler], CLOSE)
+    def owned?(handler)
+      @threaded && (fd = @handlers[handler]) && @poller.owned?(fd)
     end
 
-    # One connection per wake-up: its request usually came with it and is
-    # served at once; the next pending connection wakes a worker again, so
-    # that with several workers no one of them takes more than it serves.
-    # True when a connection was taken (or tried and failed).
-    def accept(acceptor)
-      sock = acceptor.listener.accept_nonblock
-      return false if sock == :wait_readable
+    # Closes handler unless a thread has it; true if it was closed.
+    def drop_unowned(handler)
+      fd = @handlers[handler] or return false
+      return false if @threaded && !@poller.claim(fd)
 
-      @backoff.recovered(Clock.now) if @backoff.failing?
-      handler = make_handler(acceptor, sock) or return true
-      make_room if @handlers.size >= @max_handlers
-      fd = sock.fileno
-      return true unless watched(handler, fd)
-
-      @handlers[handler] = fd
-      hold_if_full if @handlers.size >= @max_handlers
-      if @gate
-        # its bytes are read when epoll reports them: reading here would
-        # leave the ONESHOT descriptor armed while an app thread has it
-        @gate.accepted(handler)
-      else
-        dispatch(handler, fd)
-      end
+      apply(handler, fd, CLOSE)
       true
-    rescue Errno::ECONNABORTED, Errno::EPROTO, Errno::EINTR
-      true
-    rescue Errno::EMFILE, Errno::ENFILE, Errno::ENOBUFS, Errno::ENOMEM => e
-      back_off(e)
-      true
-    end
-
-    # epoll may refuse a new socket (ENOMEM; ENOSPC past the user's
-    # fs.epoll.max_user_watches): its handler is closed, which closes the
-    # socket, and accepting pauses as when accept(2) fails for want of
-    # resources. False then.
-    def watched(handler, fd)
-      register(fd, handler)
-      true
-    rescue Errno::ENOMEM, Errno::ENOSPC => e
-      @targets[fd] = nil
-      handler.close
-      back_off(e)
-      false
-    end
-
-    def make_handler(acceptor, sock)
-      acceptor.factory.call(sock)
-    rescue StandardError => e
-      internal_error(e)
-      sock.close
-      nil
-    end
-
-    # Every listener leaves the epoll set until the pause is over: they
-    # share the limit that was hit.
-    def back_off(error)
-      now = Clock.now
-      @resume_at = now + @backoff.failed(error, now)
-      update_listeners
-      wake_for_resume(now)
-    end
-
-    # The loop wakes and sweeps when the pause ends, not up to a sweep later.
-    def wake_for_resume(now)
-      @next_sweep = @resume_at if @resume_at < @next_sweep
-      @wait = [@resume_at - now, SWEEP_INTERVAL].min
-    end
-
-    def back_off_over(now)
-      return wake_for_resume(now) if now < @resume_at
-
-      @resume_at = nil
-      @wait = SWEEP_INTERVAL
-      update_listeners
-    end
-
-    # At max_handlers a new connection needs room: the oldest idle
-    # kept-alive connection is closed for it.
-    def make_room
-      oldest_idle = @handlers.each_key.find { |h| idle?(h) }
-      drop(oldest_idle) if oldest_idle
-    end
-
-    # At max_handlers with none idle to close, accepting waits.
-    def hold_if_full
-      return if @handlers.each_key.any? { |h| idle?(h) }
-
-      @full = true
-      update_listeners
-    end
-
-    # One closed, or one became idle (checked on each sweep).
-    def room_again
-      return if @handlers.size >= @max_handlers && @handlers.each_key.none? { |h| idle?(h) }
-
-      @full = false
-      update_listeners
-    end
-
-    def check_gate(now)
-      open = @gate.open?(now)
-      return if open == @gate_open
-
-      @gate_open = open
-      update_listeners
-    end
-
-    # The gate may want to look again sooner than the next sweep.
-    def gate_wait
-      recheck = @gate.recheck_in
-      recheck && recheck < @wait ? recheck : @wait
-    end
-
-    def open_handoff
-      @handoff = Handoff.new
-      watch(@handoff.reader) { read_mail }
-    end
-
-    # Idle, and not with an app thread (which may be finishing its turn).
-    def idle?(handler)
-      handler.idle? && !@handoff&.parked?(handler)
     end
 
     def let_go(handler, fd)
-      # a socket released from an app thread may have been closed since,
-      # and its number given to a connection accepted meanwhile
+      # a socket released by a hijacker may have been closed since, and
+      # its number given to a connection accepted meanwhile
       forget(fd) if @targets[fd].equal?(handler)
       @handlers.delete(handler)
     end
 
-    # Also for a handler the loop already dropped (close_all): then nothing.
-    # One entry failing must not leave the others held forever.
-    def read_mail
-      @handoff.take.each do |handler, action|
-        fd = @handlers[handler] or next
-        apply(handler, fd, action)
-      rescue StandardError => e
-        internal_error(e)
-        drop(handler) if @handlers.key?(handler)
+    # One thread at a time; the others go on serving.
+    def sweep(now)
+      return unless @sweeping.try_lock
+
+      begin
+        @next_sweep = now + SWEEP_INTERVAL
+        @on_sweep&.call
+        @acceptors.sweep(now)
+        @handlers.keys.each { |h| time_out(h) if h.deadline < now }
+      ensure
+        @sweeping.unlock
       end
     end
 
-    def sweep(now)
-      @next_sweep = now + SWEEP_INTERVAL
-      @on_sweep&.call
-      room_again if @full
-      back_off_over(now) if @resume_at
-      @handlers.each do |handler, fd|
-        next unless handler.deadline < now
-        next if @handoff&.parked?(handler) # its thread decides
+    # A handler past its deadline, unless a thread has it (its thread decides).
+    def time_out(handler)
+      fd = @handlers[handler] or return
+      return if @threaded && !@poller.claim(fd)
 
-        apply(handler, fd, timed_out(handler))
-      end
+      apply(handler, fd, timed_out(handler))
     end
 
     def timed_out(handler)

@@ -8,8 +8,9 @@ module Narwhal
   # USR1 reopen logs).
   #
   # With `threads 1` the app runs on the reactor's own thread
-  # (Dispatcher::Inline): no other Ruby thread, no hand-off. With more, a
-  # ThreadPool runs it and an AcceptGate decides when to accept.
+  # (Dispatcher::Inline): no other Ruby thread. With more, N threads run
+  # the reactor's loop and each runs the requests it reads
+  # (Dispatcher::Threaded); an AcceptGate decides when to accept.
   #
   # A worker runs one of these after the master forks it. A program may
   # also run one on its own (standalone: no master, no workers; it binds or
@@ -75,22 +76,20 @@ module Narwhal
 
     def run
       bind if @standalone && @listeners.empty?
-      gate = @pool && AcceptGate.new(@pool, @scoreboard, @slot, @listeners.map(&:io))
+      gate = threaded? ? AcceptGate.new(@threads, @scoreboard, @slot, @listeners.map(&:io)) : nil
       @reactor = Reactor.new(@logger, max_handlers: @config[:worker_connections], gate: gate)
+      @dispatcher.reactor = @reactor if threaded?
       @listeners.each { |l| accept_from(l) }
       install_signals
       @reactor.watch(@master_pipe) { master_gone } if @master_pipe
       @reactor.on_sweep { @access_log.flush } if @access_log
-      @pool&.start(@reactor)
-      ForkGuard.arm(@threads) if @pool
+      ForkGuard.arm(@threads) if threaded?
       @soft_timeout&.start
       @counters.accepting = @threads # siblings count this many sub-slots as threads
       @ready ? @ready.call : @logger.info("narwhal #{VERSION} serving pid=#{Process.pid}")
-      @reactor.run
-      @pool&.stop(wait: !@exiting_now)
+      threaded? ? @reactor.run(threads: @threads) { |i| start_thread(i) } : @reactor.run
     ensure
       @counters.accepting = false
-      @pool&.stop(wait: false)
       ForkGuard.disarm
       @soft_timeout&.stop
       @listeners.each(&:close) if @standalone
@@ -100,13 +99,22 @@ module Narwhal
 
     private
 
-    # Inline with one thread, else a pool with a responder per thread
-    # (each thread is watched by soft_timeout, when on, once it serves).
-    def dispatcher
-      responders = Array.new(@threads) { |i| responder_for(Thread.current, @scoreboard.thread_slot(@slot, i)) }
-      return Dispatcher::Inline.new(responders.first) if @threads == 1
+    def threaded?
+      @threads > 1
+    end
 
-      @pool = ThreadPool.new(responders, @scoreboard, @slot, @logger)
+    # Inline with one thread; else each loop thread gets its responder
+    # when it starts (#start_thread).
+    def dispatcher
+      return Dispatcher::Inline.new(responder_for(Thread.current, @scoreboard.thread_slot(@slot, 0))) unless threaded?
+
+      @dispatcher = Dispatcher::Threaded.new(@scoreboard, @slot)
+    end
+
+    # In loop thread i (also one started again after the app ended the
+    # one before): its responder, watched by soft_timeout when on.
+    def start_thread(i)
+      @dispatcher.serve_here(responder_for(Thread.current, @scoreboard.thread_slot(@slot, i)))
     end
 
     # The Responder of one app thread, given its scoreboard thread slot;
@@ -144,7 +152,7 @@ module Narwhal
       write_timeout = @limits.write_timeout
       budget = @spool_budget
       early_hints = @config[:early_hints]
-      request_class = @pool ? ThreadedRequest : Request
+      request_class = threaded? ? ThreadedRequest : Request
       writer_class = @access_log ? CountingSocketWriter : SocketWriter
       @reactor.add_listener(listener) do |sock|
         @counters.count(Scoreboard::CONNECTIONS_ACCEPTED)
@@ -203,7 +211,6 @@ module Narwhal
         when RETIRE then retire
         else
           @context.keepalive = false
-          @exiting_now = true
           @logger.info("#{sig} received: exiting now")
           @reactor.close_all
         end

@@ -46,7 +46,7 @@ class ThreadsReloadTest < Minitest::Test
     wait_until(message: "both threads of both workers busy") { %w[a0 a1 b0 b1].all? { |n| mark?("started-#{n}") } }
     on_a[2].write("GET /pid HTTP/1.1\r\nHost: t\r\n\r\n")
     on_a[3].write("GET /pid HTTP/1.1\r\nHost: t\r\n\r\n")
-    wait_until(message: "both requests queued") { on_a[2..3].all? { |c| unread_bytes(c)&.zero? } }
+    wait_until(message: "both requests at the server, waiting") { on_a[2..3].all? { |c| unread_bytes(c)&.positive? } }
     release("a0")
     first = on_a[2].read_response(timeout: 10)
     assert_equal 200, first.status

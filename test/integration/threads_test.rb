@@ -227,12 +227,11 @@ class ThreadsTest < Minitest::Test
     on_a[0].write("GET /block/a0 HTTP/1.1\r\nHost: t\r\n\r\n")
     on_a[1].write("GET /block/a1 HTTP/1.1\r\nHost: t\r\n\r\n")
     wait_until(message: "both threads of A busy") { started("a0").any? && started("a1").any? }
-    on_a[2].write("GET /pid HTTP/1.1\r\nHost: t\r\n\r\n") # queued
-    on_a[3].write("GET /pid HTTP/1.1\r\nHost: t\r\n\r\n") # queued behind it
-    queued_at = Process.clock_gettime(Process::CLOCK_MONOTONIC)
-    wait_until(message: "both read, and waiting longer than a passing moment") do
-      [on_a[2], on_a[3]].all? { |c| unread_bytes(c).zero? } &&
-        Process.clock_gettime(Process::CLOCK_MONOTONIC) - queued_at > 5 * Narwhal::ThreadPool::SHED_AFTER
+    waiting = "GET /pid HTTP/1.1\r\nHost: t\r\n\r\n"
+    on_a[2].write(waiting) # waits: no thread of A is free
+    on_a[3].write(waiting) # waits behind it
+    wait_until(message: "both at the server, waiting for a thread") do
+      [on_a[2], on_a[3]].all? { |c| unread_bytes(c) == waiting.bytesize }
     end
     release("a0")
     first = on_a[2].read_response(timeout: 10)
@@ -260,7 +259,8 @@ class ThreadsTest < Minitest::Test
     wait_until(message: "two requests in the app") { started("q1").any? && started("q2").any? }
     queued.write("GET /pid HTTP/1.1\r\nHost: t\r\n\r\n")
     partial.write("GET /pid HTTP/1.1\r\nHost: t\r\n")
-    wait_until(message: "the server read what was sent") { [queued, partial].all? { |c| unread_bytes(c).zero? } }
+    # no thread is free to read them: they wait at the server
+    wait_until(message: "both at the server") { [queued, partial].all? { |c| unread_bytes(c)&.positive? } }
     @server.signal(:QUIT)
     wait_until(message: "QUIT taken") { @server.log.include?("QUIT received: finishing") }
     # its keep-alive timeout has not passed: a request may still come on it

@@ -4,30 +4,31 @@ require "test_helper"
 require "socket"
 
 # When a worker with request threads should be in the listeners' wait
-# queue: with a fake pool, a real scoreboard for the siblings and a real
-# listening socket for the waiting-connection check.
+# queue: with a real scoreboard (its own threads' sub-slots and its
+# siblings') and a real listening socket for the waiting-connection checks.
 class AcceptGateTest < Minitest::Test
-  FakePool = Struct.new(:size, :unclaimed, :room) do
-    def room? = room
-
-    def take_room
-      self.room = false
-    end
-  end
-  FakeConnection = Struct.new(:awaiting_first_request?, :first_in_line)
+  FakeConnection = Struct.new(:awaiting_first_request?)
 
   def setup
-    @pool = FakePool.new(4, 4, false)
     @board = Narwhal::Scoreboard.new(2, threads: 4)
     @board.span = 2
     @listener = TCPServer.new("127.0.0.1", 0)
-    @gate = Narwhal::AcceptGate.new(@pool, @board, 0, [@listener])
+    @gate = Narwhal::AcceptGate.new(4, @board, 0, [@listener])
     @now = 100.0
+    @clients = []
   end
 
   def teardown
     @listener.close
-    @clients&.each(&:close)
+    @clients.each(&:close)
+  end
+
+  def busy(nr, threads)
+    threads.times { |i| @board.thread_slot(nr, i).request_started }
+  end
+
+  def connect(count)
+    @clients.concat(Array.new(count) { TCPSocket.new("127.0.0.1", @listener.local_address.ip_port) })
   end
 
   def test_all_threads_idle_is_open_and_needs_no_recheck
@@ -35,61 +36,76 @@ class AcceptGateTest < Minitest::Test
     assert_nil @gate.recheck_in
   end
 
-  def test_no_unclaimed_thread_is_closed
-    @pool.unclaimed = 0
-    refute @gate.open?(@now)
-    @pool.unclaimed = -3 # busy, with requests queued
-    refute @gate.open?(@now)
+  # A worker whose threads are all in the app waits nowhere: its listeners
+  # may stay, and a waiting connection takes its turn when a thread is back.
+  def test_every_thread_busy_stays_open_while_no_sibling_is_idler
+    busy(0, 4)
+    assert @gate.open?(@now)
+    @board.worker_slot(1).accepting = 4
+    refute @gate.open?(@now), "the sibling has idle threads"
   end
 
-  def test_at_capacity_an_answered_request_lets_one_waiting_connection_in
-    @pool.unclaimed = -2 # all busy, two queued
-    refute @gate.open?(@now)
-    @pool.room = true
-    assert @gate.open?(@now), "room left by an answer"
-    let_in = FakeConnection.new(false)
-    @gate.accepted(let_in)
-    refute @pool.room, "the room is taken by the connection let in"
-    assert let_in.first_in_line, "it waited: its first request goes first"
-    refute @gate.open?(@now)
-    @pool.room = true
-    @board.worker_slot(1).accepting = 4 # a sibling with idle threads takes it instead
-    refute @gate.open?(@now)
+  def test_a_thread_about_to_serve_counts_as_busy
+    @board.worker_slot(1).accepting = 4
+    busy(1, 1) # the sibling: 3 idle
+    assert @gate.open?(@now), "4 idle here"
+    refute @gate.open?(@now, 2), "2 idle here once two threads start"
   end
 
   def test_a_fresh_connection_claims_a_thread_until_its_request_or_the_grace
-    @pool.unclaimed = 1
+    busy(0, 3)
     fresh = FakeConnection.new(true)
-    @gate.accepted(fresh)
+    @gate.accepted(fresh, @now)
     refute @gate.open?(@now), "the new connection's request is coming"
     fresh[:awaiting_first_request?] = false
     assert @gate.open?(@now)
-    other = FakeConnection.new(true)
-    @gate.accepted(other)
-    refute @gate.open?(Narwhal::Clock.now)
-    assert @gate.open?(Narwhal::Clock.now + Narwhal::AcceptGate::FRESH_GRACE), "the claim expires"
+    @gate.accepted(FakeConnection.new(true), @now)
+    refute @gate.open?(@now)
+    assert @gate.open?(@now + Narwhal::AcceptGate::FRESH_GRACE), "the claim expires"
+  end
+
+  # Idle connections arriving in a crowd: holding them in the listen queue
+  # would leave new ones in SYN once it overflows.
+  def test_a_deep_listen_queue_opens_a_gate_that_claims_closed
+    busy(0, 3)
+    @gate.accepted(FakeConnection.new(true), @now)
+    connect(Narwhal::AcceptGate::QUEUE_VALVE - 1)
+    refute @gate.open?(@now)
+    connect(1)
+    wait_until(message: "a deep listen queue opens the gate") { @gate.open?(@now) }
   end
 
   def test_an_idler_sibling_is_preferred_until_a_connection_waits_too_long
-    @pool.unclaimed = 2
+    busy(0, 2)
     assert @gate.open?(@now), "no sibling accepts"
-    @board.worker_slot(1).accepting = true # 4 idle threads there
+    @board.worker_slot(1).accepting = 4 # 4 idle threads there
     refute @gate.open?(@now), "the sibling has more idle threads"
     assert_equal Narwhal::AcceptGate::RECHECK, @gate.recheck_in
-    (@clients = [TCPSocket.new("127.0.0.1", @listener.local_address.ip_port)])
+    connect(1)
     wait_until(message: "a connection in the listen queue") { IO.select([@listener], nil, nil, 0) }
     refute @gate.open?(@now), "waiting, but not long yet"
     assert @gate.open?(@now + Narwhal::AcceptGate::PENDING_GRACE + 0.01), "the sibling does not take it: take it"
   end
 
   def test_a_sibling_as_idle_or_busier_does_not_defer
-    @pool.unclaimed = 2
-    @board.worker_slot(1).accepting = true
-    @board.thread_slot(1, 0).request_started
-    @board.thread_slot(1, 1).request_started
+    busy(0, 2)
+    @board.worker_slot(1).accepting = 4
+    busy(1, 2)
     assert @gate.open?(@now), "2 idle here, 2 there"
     @board.thread_slot(1, 2).request_started
     assert @gate.open?(@now)
     assert_equal Narwhal::AcceptGate::RECHECK, @gate.recheck_in, "a busy worker keeps looking at its siblings"
+  end
+
+  def test_siblings_are_known_from_the_scoreboard
+    assert @gate.siblings?
+    refute Narwhal::AcceptGate.new(2, Narwhal::Scoreboard.new(1, threads: 2), 0, [@listener]).siblings?
+  end
+
+  def test_listening_tells_the_siblings_how_many_threads_may_take_a_connection
+    @gate.listening(true)
+    assert @board.worker_slot(0).accepting?
+    @gate.listening(false)
+    refute @board.worker_slot(0).accepting?
   end
 end

@@ -53,4 +53,87 @@ class PollerTest < Minitest::Test
     a&.close
     b&.close
   end
+
+  ONESHOT_READ = Narwhal::Poller::READ | Narwhal::Poller::ONESHOT
+
+  # Threads sharing the set: a report of a ONESHOT descriptor is the
+  # claim of the one thread that took it, until it re-arms it.
+  def test_a_oneshot_report_is_claimed_until_modify_gives_it_back
+    poller = Narwhal::Poller.new
+    r, w = IO.pipe
+    ready = []
+    poller.add(r.fileno, ONESHOT_READ)
+    refute poller.owned?(r.fileno)
+    w.write("x")
+    assert_equal 1, poller.wait(1, ready, 1)
+    assert poller.owned?(r.fileno)
+    refute poller.claim(r.fileno), "a thread has it"
+    poller.modify(r.fileno, ONESHOT_READ)
+    refute poller.owned?(r.fileno)
+    assert poller.claim(r.fileno), "nobody has it: the sweep may take it"
+    assert_equal 0, poller.wait(0.01, ready), "a report of a descriptor another thread claimed is dropped"
+  ensure
+    poller&.close
+    r&.close
+    w&.close
+  end
+
+  def test_a_reserved_descriptor_is_owned_and_added_by_its_first_modify
+    poller = Narwhal::Poller.new
+    r, w = IO.pipe
+    ready = []
+    w.write("x")
+    poller.reserve(r.fileno)
+    assert poller.owned?(r.fileno)
+    assert_equal 0, poller.wait(0.01, ready), "not in the set yet"
+    poller.modify(r.fileno, ONESHOT_READ)
+    assert_equal 1, poller.wait(1, ready)
+    assert_equal r.fileno, ready[0]
+  ensure
+    poller&.close
+    r&.close
+    w&.close
+  end
+
+  # A number let go and registered again (a closed connection's, reused)
+  # is reported for its new registration.
+  def test_a_number_registered_again_is_reported_for_its_new_registration
+    poller = Narwhal::Poller.new
+    r, w = IO.pipe
+    ready = []
+    w.write("x")
+    poller.add(r.fileno, ONESHOT_READ)
+    waiter = Thread.new { poller.wait(2, ready, 1) }
+    wait_until(message: "the report taken") { poller.owned?(r.fileno) || !waiter.alive? }
+    waiter.join
+    poller.delete(r.fileno)
+    poller.reserve(r.fileno) # the same number, a new registration
+    stale = []
+    poller.add(r.fileno, ONESHOT_READ) # reported again, with the new generation
+    assert_equal 1, poller.wait(1, stale, 1)
+    assert_equal r.fileno, stale[0]
+  ensure
+    poller&.close
+    r&.close
+    w&.close
+  end
+
+  def test_pending_and_waiting
+    poller = Narwhal::Poller.new
+    r, w = IO.pipe
+    poller.add(r.fileno, ONESHOT_READ)
+    refute poller.pending?
+    assert_equal 0, poller.waiting
+    waiter = Thread.new { poller.wait(5, [], 1) }
+    wait_until(message: "a thread waiting") { poller.waiting == 1 }
+    w.write("x")
+    waiter.join
+    assert_equal 0, poller.waiting
+    poller.modify(r.fileno, ONESHOT_READ) # still readable: reported again, to nobody yet
+    assert poller.pending?
+  ensure
+    poller&.close
+    r&.close
+    w&.close
+  end
 end

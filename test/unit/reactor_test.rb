@@ -298,31 +298,91 @@ class ReactorTest < Minitest::Test
       @seen = []
     end
 
-    def open?(_now) = true
+    def open?(_now, _starting = 0) = true
     def recheck_in = nil
     def listening(_on); end
+    def siblings? = false
 
-    def accepted(handler)
+    def accepted(handler, _now)
       @seen << handler
     end
   end
 
-  def test_with_threads_a_parked_handler_is_quiet_until_resumed_and_closing_is_the_loops
-    gate = OpenGate.new
-    @reactor = Narwhal::Reactor.new(Logger.new(@log), gate: gate)
-    accept_with(%i[park park])
-    client = connect("one")
-    running do
-      wait_for("read once, parked") { @handlers.first&.calls == [:readable] }
-      client.write("two")
-      sleep 0.05 # nothing must happen: a parked handler's descriptor is disarmed
-      assert_equal [:readable], @handlers.first.calls
-      Thread.new { @reactor.resume(@handlers.first, Narwhal::Reactor::KEEP) }.join
-      wait_for("read again once re-armed") { @handlers.first.calls == %i[readable readable] }
-      Thread.new { @reactor.resume(@handlers.first, Narwhal::Reactor::CLOSE) }.join
-      wait_for("closed by the loop") { @handlers.first.calls.last == :close }
+  # A handler whose reads wait for the test to let them go, and that says
+  # on which thread and how many at once they ran.
+  class GatedHandler < FakeHandler
+    attr_reader :threads, :most_at_once
+
+    def initialize(io, gate)
+      super(io)
+      @gate = gate
+      @threads = []
+      @at_once = 0
+      @most_at_once = 0
+      @lock = Mutex.new
     end
-    assert_equal [@handlers.first], gate.seen, "the gate hears of each accepted connection"
+
+    def on_readable
+      @lock.synchronize { @most_at_once = [@most_at_once, @at_once += 1].max }
+      @threads << Thread.current.name
+      answer = super
+      @gate.pop # the bytes are read: more come while this thread still has the handler
+      answer
+    ensure
+      @lock.synchronize { @at_once -= 1 }
+    end
+
+    def awaiting_first_request? = false
+  end
+
+  # Runs the loop with request threads for the block, then stops it.
+  def running_threads(count)
+    thread = Thread.new { @reactor.run(threads: count) { |i| Thread.current[:index] = i } }
+    yield
+  ensure
+    @reactor.close_all
+    thread&.join(5)
+  end
+
+  def test_with_threads_each_report_goes_to_one_thread_which_has_the_handler_until_it_answers
+    @reactor = Narwhal::Reactor.new(Logger.new(@log), gate: OpenGate.new)
+    release = Queue.new
+    @reactor.add_listener(@listener) { |sock| GatedHandler.new(sock, release).tap { |h| @handlers << h } }
+    client = connect("one")
+    running_threads(3) do
+      wait_for("read on a loop thread") { @handlers.first&.threads&.size == 1 }
+      client.write("two") # the other threads are idle: none may take it while the first has it
+      sleep 0.05 # nothing must happen meanwhile (a condition cannot show that nothing happens)
+      assert_equal 1, @handlers.first.threads.size
+      release << true
+      wait_for("read again once answered") { @handlers.first.threads.size == 2 }
+      release << true
+      client.write("three")
+      wait_for("and again") { @handlers.first.threads.size == 3 }
+      release << true
+    end
+    assert_equal 1, @handlers.first.most_at_once
+    assert(@handlers.first.threads.all? { |name| name.start_with?("narwhal request ") })
+  end
+
+  def test_with_threads_a_thread_the_app_ends_closes_its_connection_and_is_replaced
+    @reactor = Narwhal::Reactor.new(Logger.new(@log), gate: OpenGate.new)
+    ender = Class.new(FakeHandler) do
+      def on_readable
+        @calls << :readable
+        Thread.current.exit if @io.read_nonblock(1024, exception: false) == "exit"
+        :keep
+      end
+      def awaiting_first_request? = false
+    end
+    @reactor.add_listener(@listener) { |sock| ender.new(sock).tap { |h| @handlers << h } }
+    connect("exit")
+    running_threads(1) do
+      wait_for("the connection whose thread ended is closed") { @handlers.first&.calls&.last == :close }
+      connect("next")
+      wait_for("served by the thread started in its place") { @handlers.size == 2 && @handlers.last.calls == [:readable] }
+    end
+    assert_match(/request thread 0 was ended by the app; starting another/, @log.string)
   end
 
   def test_at_max_handlers_the_oldest_idle_connection_makes_room
@@ -359,32 +419,52 @@ class ReactorTest < Minitest::Test
     end
   end
 
-  # With request threads: a connection parked after a write, whose socket
-  # the app thread took and closed (a hijack) before it released it. A
-  # connection accepted meanwhile gets the same descriptor number: it is
-  # read (not written), and still watched after the release arrives.
+  # With request threads: a thread whose handler's socket was taken and
+  # closed (a hijack) before the handler answered RELEASE. A connection
+  # accepted meanwhile on another thread gets the same descriptor number:
+  # it is served, and still watched after the release.
   def test_a_released_socket_closed_early_leaves_the_next_one_on_its_number_alone
     @reactor = Narwhal::Reactor.new(Logger.new(@log), gate: OpenGate.new)
-    scripts = [->(sock) { WritingHandler.new(sock).tap { |h| h.writes = %i[park] } },
-               ->(sock) { FakeHandler.new(sock, answers: %i[keep keep]) }]
+    release = Queue.new
+    hijacker = Class.new(FakeHandler) do
+      attr_accessor :release
+      attr_reader :number
+
+      def on_readable
+        @calls << :readable
+        @number = @io.fileno
+        @io.close
+        @release.pop
+        :release
+      end
+      def awaiting_first_request? = false
+    end
+    reader = Class.new(FakeHandler) do
+      def data = @data ||= +""
+
+      def on_readable
+        @calls << :readable
+        bytes = @io.read_nonblock(1024, exception: false)
+        data << bytes if bytes.is_a?(String)
+        :keep
+      end
+      def awaiting_first_request? = false
+    end
+    scripts = [->(sock) { hijacker.new(sock).tap { |h| h.release = release } }, ->(sock) { reader.new(sock) }]
     @reactor.add_listener(@listener) { |sock| scripts.shift.call(sock).tap { |h| @handlers << h } }
     connect("request")
-    running do
-      wait_for("parked after writing") { @handlers.first&.calls == %i[readable writable] }
-      hijacked = @handlers.first
-      number = hijacked.io.fileno
-      late = Socket.new(:INET, :STREAM) # made first: it must not take the number
-      @clients << late
-      hijacked.io.close
+    late = Socket.new(:INET, :STREAM) # made first: it must not take the number
+    @clients << late
+    running_threads(2) do
+      wait_for("the first socket taken and closed") { @handlers.first&.io&.closed? }
       late.connect(Socket.sockaddr_in(@server.addr[1], "127.0.0.1"))
-      wait_for("the next connection accepted") { @handlers.size == 2 }
-      assert_equal number, @handlers.last.io.fileno, "accepted on the closed socket's number"
       late.write("a")
-      wait_for("the next connection read") { @handlers.last.calls == [:readable] }
-      @reactor.resume(hijacked, :release)
-      wait_for("released") { !@reactor.instance_variable_get(:@handlers).key?(hijacked) }
+      wait_for("the next connection accepted and read") { @handlers.size == 2 && @handlers.last.data == "a" }
+      assert_equal @handlers.first.number, @handlers.last.io.fileno, "accepted on the closed socket's number"
+      release << true
+      wait_for("released") { !@reactor.instance_variable_get(:@handlers).key?(@handlers.first) }
       late.write("b")
-      wait_for("the next connection read again") { @handlers.last.calls == %i[readable readable] }
+      wait_for("the next connection read again") { @handlers.last.data == "ab" }
     end
     refute_match(/internal error/, @log.string)
   end

@@ -1,0 +1,283 @@
+# frozen_string_literal: true
+
+module Narwhal
+  class Reactor
+    # When and what a reactor accepts: its listeners, which are in the
+    # epoll set unless something holds them out (the caller, a back-off
+    # after accept(2) failed for want of descriptors, the connection limit,
+    # with request threads the AcceptGate, a stop), and the drain of the
+    # listen queue on a graceful stop. Any loop thread may call in; the
+    # state is changed under one lock, never held while a request runs.
+    class Acceptors
+      LISTENER_EVENTS = Poller::READ | Poller::EXCLUSIVE
+
+      # A listener and the block that makes a handler for each accepted socket.
+      Acceptor = Struct.new(:listener, :factory)
+
+      def initialize(reactor, poller, logger, max_handlers, gate)
+        @reactor = reactor
+        @poller = poller
+        @logger = logger
+        @max_handlers = max_handlers
+        @gate = gate
+        @lock = Mutex.new
+        @by_fd = []       # listener fd => Acceptor
+        @listeners = []
+        @held = false     # paused by the caller, or stopped
+        @resume_at = nil  # when a back-off pause ends
+        @full = false     # max_handlers reached, none idle
+        @gate_open = true
+        @listening = false # listeners are in the epoll set
+        @backoff = AcceptBackoff.new(logger)
+        @retiring = nil   # #retire's block, until the listen queue is drained
+        @drain_left = {}  # fd => connections the drain may still take (nil: no count)
+      end
+
+      def add(listener, factory)
+        @lock.synchronize do
+          fd = listener.io.fileno
+          @by_fd[fd] = Acceptor.new(listener, factory)
+          @listeners << listener
+          @poller.add(fd, LISTENER_EVENTS) if @listening
+        end
+      end
+
+      def start
+        @lock.synchronize { update }
+      end
+
+      def none?
+        @listeners.empty?
+      end
+
+      def hold(on)
+        @lock.synchronize do
+          @held = on
+          update
+        end
+      end
+
+      # No more accepting, for good.
+      def stop
+        @lock.synchronize { stop_locked }
+      end
+
+      # A listener reported a connection (or a number no longer ours).
+      def ready(fd)
+        acceptor = @by_fd[fd] or return
+        accept(acceptor)
+      end
+
+      # How long a loop thread may wait: less than default while a
+      # back-off ends sooner or the gate wants to look again.
+      def wait_time(default)
+        wait = default
+        if (resume_at = @resume_at)
+          left = resume_at - Clock.now
+          wait = left.positive? ? left : 0 if left < wait
+        end
+        recheck = @gate&.recheck_in
+        recheck && recheck < wait ? recheck : wait
+      end
+
+      # After each pass of a loop thread.
+      def pass(now)
+        back_off_over(now) if @resume_at && now >= @resume_at
+        check_gate(now) if @gate
+        drain if @retiring
+      end
+
+      # A loop thread is about to run a request it read: the gate looks
+      # again with that thread busy (its scoreboard sub-slot does not say
+      # so yet), so that a sibling with more idle threads gets the next
+      # connection.
+      def request_starting
+        check_gate(Clock.now, 1)
+      end
+
+      # At every sweep.
+      def sweep(_now)
+        room_again
+      end
+
+      # Graceful stop: no new connection, unless drain (no other process
+      # will take them): then those waiting in the listen queue are taken
+      # as when serving (only with room for them) until a look finds none,
+      # and the block lets go of the listeners, so that the last process to
+      # hold them leaves none for the kernel to reset. The drain takes at
+      # most what each queue held when it began: clients that keep
+      # connecting would otherwise keep it from ever ending.
+      def retire(drain, let_go_of_listeners)
+        @lock.synchronize do
+          next stop_locked unless drain
+
+          @retiring = let_go_of_listeners || -> {}
+          depths = ListenQueue.new.depths(@listeners.map(&:io))
+          # nil where the kernel does not say: until a look finds none
+          @drain_left = @listeners.to_h { |l| [l.io.fileno, depths[l.io]&.first] }
+        end
+      end
+
+      # accept(2) failed for want of a shared resource: every listener
+      # leaves the epoll set until the pause is over.
+      def back_off(error)
+        @lock.synchronize do
+          now = Clock.now
+          @resume_at = now + @backoff.failed(error, now)
+          update
+        end
+      end
+
+      # One closed, or one became idle.
+      def room_again
+        return unless @full
+
+        @lock.synchronize do
+          next if @reactor.handler_count >= @max_handlers && !@reactor.any_idle?
+
+          @full = false
+          update
+        end
+      end
+
+      private
+
+      # One connection per wake-up: its request usually came with it and is
+      # served at once, on this thread; the next pending connection wakes a
+      # worker again, so that no worker takes more than it serves. True
+      # when a connection was taken (or tried and failed).
+      def accept(acceptor)
+        sock = acceptor.listener.accept_nonblock
+        return false if sock == :wait_readable
+
+        recovered if @backoff.failing?
+        to_the_back if @gate&.siblings?
+        handler = make_handler(acceptor, sock) or return true
+        count = @reactor.handler_count
+        count -= 1 if count >= @max_handlers && @reactor.close_oldest_idle
+        hold_if_full if count + 1 >= @max_handlers
+        @reactor.adopt(handler, sock.fileno) && accepted(handler)
+        true
+      rescue Errno::ECONNABORTED, Errno::EPROTO, Errno::EINTR
+        true
+      rescue Errno::EMFILE, Errno::ENFILE, Errno::ENOBUFS, Errno::ENOMEM => e
+        back_off(e)
+        true
+      end
+
+      def make_handler(acceptor, sock)
+        acceptor.factory.call(sock)
+      rescue StandardError => e
+        @logger.error("internal error: #{e.class}: #{e.message}#{ErrorMessage.backtrace(e)}")
+        sock.close
+        nil
+      end
+
+      # A new connection whose request has not come claims a thread for a
+      # moment (AcceptGate).
+      def accepted(handler)
+        return unless @gate && handler.awaiting_first_request?
+
+        @lock.synchronize { @gate.accepted(handler, Clock.now) }
+      end
+
+      def recovered
+        @lock.synchronize { @backoff.recovered(Clock.now) if @backoff.failing? }
+      end
+
+      # At max_handlers with none idle to close, accepting waits.
+      def hold_if_full
+        return if @reactor.any_idle?
+
+        @lock.synchronize do
+          @full = true
+          update
+        end
+      end
+
+      # Our listeners go to the back of the kernel's line of workers waiting
+      # on them (an exclusive wake-up goes to the first that has a thread
+      # waiting), so that new connections take turns among idle workers
+      # rather than all going to one while it has an idle thread.
+      def to_the_back
+        @lock.synchronize do
+          next unless @listening
+
+          @listeners.each do |l|
+            @poller.delete(l.io.fileno)
+            @poller.add(l.io.fileno, LISTENER_EVENTS)
+          end
+        end
+      end
+
+      def back_off_over(now)
+        @lock.synchronize do
+          next unless @resume_at && now >= @resume_at
+
+          @resume_at = nil
+          update
+        end
+      end
+
+      def check_gate(now, starting = 0)
+        @lock.synchronize do
+          open = @gate.open?(now, starting)
+          next if open == @gate_open
+
+          @gate_open = open
+          update
+        end
+      end
+
+      # While retiring, on each pass: with room to serve (or nothing left
+      # to do), one connection from a listener that has one waiting; once
+      # none has, the listeners go.
+      def drain
+        acceptor = @lock.synchronize { next_to_drain }
+        return unless acceptor
+
+        took = accept(acceptor)
+        @lock.synchronize { @drain_left[acceptor.listener.io.fileno] = 0 unless took }
+      end
+
+      # Under the lock: the acceptor to take one from (its count taken), or
+      # nil; when every listener is drained, they go.
+      def next_to_drain
+        return unless @retiring && (@listening || @reactor.handler_count.zero?)
+
+        fd, left = @drain_left.find { |_, n| n.nil? || n.positive? }
+        return finish_drain unless fd
+
+        @drain_left[fd] = left - 1 if left
+        @by_fd[fd] || (@drain_left[fd] = 0) && nil
+      end
+
+      def finish_drain
+        let_go = @retiring
+        @retiring = nil
+        stop_locked
+        let_go.call
+        nil
+      end
+
+      def stop_locked
+        @held = true
+        update
+        @listeners.each { |l| @by_fd[l.io.fileno] = nil }
+        @listeners.clear
+        @resume_at = nil
+      end
+
+      # Under the lock: listeners are in the epoll set unless something
+      # holds them out.
+      def update
+        listening = !@held && @resume_at.nil? && !@full && @gate_open
+        return if listening == @listening
+
+        @listening = listening
+        @listeners.each { |l| listening ? @poller.add(l.io.fileno, LISTENER_EVENTS) : @poller.delete(l.io.fileno) }
+        @gate&.listening(listening)
+      end
+    end
+  end
+end
