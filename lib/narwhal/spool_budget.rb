@@ -12,7 +12,9 @@ module Narwhal
   # those a writer waits for its client under write_timeout instead, so
   # that many slow readers fill neither the memory nor the disk.
   class SpoolBudget
+    # the directives' defaults, for a budget made without a configuration
     DEFAULTS = Configurator::DEFAULTS
+
     # memory_max: bytes in memory for the whole worker (0: never spool,
     # not even to disk); buffer_size: what one connection keeps in memory
     # before it spools to a temporary file; dir: where those files go.
