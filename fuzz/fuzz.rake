@@ -156,8 +156,8 @@ namespace :fuzz do
   end
 end
 
-desc "Run the unit tests of the extension's parts (parser, response head and writer, scoreboard, poller, sendfile, access log lines) " \
-     "on an AddressSanitizer build of it"
+desc "Run the unit tests of the extension's parts (parser, response head and writer, scoreboard, poller, sendfile, " \
+     "free space, access log lines) on an AddressSanitizer build of it"
 task :asan do
   libasan = begin
     `gcc -print-file-name=libasan.so`.strip
@@ -194,7 +194,7 @@ task :asan do
     require "narwhal_http/narwhal_http"
     loaded = $LOADED_FEATURES.grep(%r{narwhal_http/narwhal_http\\.so\\z})
     abort "asan: wrong extension loaded: \#{loaded.inspect}" unless loaded == [#{so.inspect}]
-    %w[http_parser response_head scoreboard poller sendfile access_log response_writer].each do |name|
+    %w[http_parser response_head scoreboard poller sendfile spool_budget access_log response_writer].each do |name|
       require File.expand_path("test/unit/\#{name}_test.rb")
     end
     Minitest.after_run do

@@ -79,7 +79,10 @@ module Narwhal
       client_body_timeout: nil,
       write_timeout: 30,
       response_buffer_size: 64 * KIB,
-      response_spool_max: 256 * MIB,
+      response_spool_max: 256 * MIB, # memory, per worker
+      response_spool_file_max: 1 * GIB, # per response, as nginx's proxy_max_temp_file_size
+      response_spool_disk_max: 4 * GIB, # per worker
+      response_spool_disk_reserve: 1 * GIB, # left free on the file system
       default_listen: "127.0.0.1:8080",
       control_listen: nil,
       control_status_paths: false # paths may carry secrets (reset tokens)

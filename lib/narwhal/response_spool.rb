@@ -3,19 +3,20 @@
 module Narwhal
   # What one connection's socket would not take yet of its response, kept
   # in the order it must go out: bytes in memory up to the budget's
-  # buffer_size, beyond it in an unlinked temporary file (nginx's proxy
-  # buffering), and ranges of response files, which are not copied but sent
-  # from the file itself. The thread that writes never waits for the client:
-  # the reactor sends the rest when the socket is writable (sendfile(2) for
-  # the file parts).
+  # buffer_size, beyond it (or once the worker's memory budget is spent) in
+  # an unlinked temporary file (nginx's proxy buffering), and ranges of
+  # response files, which are not copied but sent from the file itself.
+  # The thread that writes never waits for the client: the reactor sends
+  # the rest when the socket is writable (sendfile(2) for the file parts).
   #
-  # Spooled bytes (memory and temporary file) are taken from the worker's
-  # SpoolBudget. Memory is given back as it goes out. Bytes of the
-  # temporary file stay on disk once sent, so they stay counted until the
-  # file is emptied: truncated as soon as all its bytes went out (the
-  # spool may still hold others), or closed with the spool. What spools
-  # hold on disk (or tmpfs, which is memory) thus never exceeds the budget.
-  # An empty spool holds nothing: no buffer, no file.
+  # Spooled bytes are taken from the worker's SpoolBudget: memory and the
+  # temporary file each from their own part. Memory is given back as it
+  # goes out. Bytes of the temporary file stay on disk once sent, so they
+  # stay counted until the file is emptied: truncated as soon as all its
+  # bytes went out (the spool may still hold others), or closed with the
+  # spool. What spools hold on disk (or tmpfs, which is memory) thus never
+  # exceeds the budget's disk limits. An empty spool holds nothing: no
+  # buffer, no file.
   class ResponseSpool
     # A response file ended before the length it was spooled with: the
     # response cannot be completed.
@@ -33,10 +34,9 @@ module Narwhal
     def initialize(budget)
       @budget = budget
       @segments = [] # Strings (memory) and FileRanges, in the order they go out
-      @memory = 0    # bytes in the Strings
-      @reserved = 0  # bytes taken from the budget (memory and temporary file)
+      @memory = 0    # bytes in the Strings, taken from the budget's memory
       @tempfile = nil
-      @temp_end = 0  # where the next spooled byte goes in the temporary file
+      @temp_end = 0  # where the next spooled byte goes in the temporary file; taken from the budget's disk
       @temp_unsent = 0 # bytes of the temporary file still to send
     end
 
@@ -49,25 +49,17 @@ module Narwhal
       @segments.sum { |s| s.is_a?(String) ? s.bytesize : s.length }
     end
 
-    # Bytes held in memory and in the temporary file.
-    attr_reader :reserved
-
-    # Keeps a copy of str after what is spooled. False when it cannot: the
-    # budget is spent or the temporary file cannot be written (the caller
-    # then sends the spool and str itself, waiting for the client).
+    # Keeps a copy of str after what is spooled: in memory while it fits
+    # the connection's buffer and the worker's memory, else in the
+    # temporary file. False when it cannot: no room on disk either, or the
+    # file cannot be written (the caller then sends the spool and str
+    # itself, waiting for the client).
     def append(str)
       n = str.bytesize
       return true if n.zero?
-      return false unless @budget.reserve(n)
+      return append_memory(str) if @memory + n <= @budget.buffer_size && @budget.reserve_memory(n)
 
-      begin
-        @memory + n <= @budget.buffer_size ? append_memory(str) : append_temp(str)
-      rescue SystemCallError, IOError
-        @budget.release(n)
-        return false
-      end
-      @reserved += n
-      true
+      @budget.reserve_disk(n, @temp_end) && append_temp(str)
     end
 
     # Spools length bytes of file from offset without copying them: the
@@ -99,8 +91,7 @@ module Narwhal
     def close
       @segments.each { |s| s.file.close if s.is_a?(FileRange) && s.own }
       @segments.clear
-      @memory = 0
-      unreserve(@reserved)
+      release_memory(@memory)
       close_tempfile
     end
 
@@ -117,11 +108,14 @@ module Narwhal
         @segments << String.new(str, encoding: Encoding::BINARY)
       end
       @memory += str.bytesize
+      true
     end
 
+    # False, with the disk bytes given back, when the file cannot be
+    # opened or written (a full disk).
     def append_temp(str)
-      @tempfile ||= UnlinkedTempfile.open(Dir.tmpdir, "narwhal-response")
       n = str.bytesize
+      @tempfile ||= UnlinkedTempfile.open(@budget.dir, "narwhal-response")
       # at an explicit offset: a write that failed half-way is overwritten
       written = @tempfile.pwrite(str, @temp_end)
       written += @tempfile.pwrite(str.byteslice(written, n - written), @temp_end + written) while written < n
@@ -133,6 +127,10 @@ module Narwhal
       end
       @temp_end += n
       @temp_unsent += n
+      true
+    rescue SystemCallError, IOError
+      @budget.release_disk(n)
+      false
     end
 
     def send_memory(io, str)
@@ -144,8 +142,7 @@ module Narwhal
       else
         @segments[0] = str.byteslice(n, str.bytesize - n)
       end
-      @memory -= n
-      unreserve(n)
+      release_memory(n)
       n
     end
 
@@ -182,15 +179,15 @@ module Narwhal
       return unless @temp_unsent.zero?
 
       @tempfile.truncate(0)
-      unreserve(@temp_end)
+      @budget.release_disk(@temp_end)
       @temp_end = 0
     end
 
-    def unreserve(bytes)
+    def release_memory(bytes)
       return if bytes.zero?
 
-      @reserved -= bytes
-      @budget.release(bytes)
+      @memory -= bytes
+      @budget.release_memory(bytes)
     end
 
     def close_tempfile
@@ -198,6 +195,7 @@ module Narwhal
 
       @tempfile.close
       @tempfile = nil
+      @budget.release_disk(@temp_end) unless @temp_end.zero?
       @temp_end = 0
       @temp_unsent = 0
     end

@@ -53,7 +53,7 @@ module Narwhal
       @slot = slot
       @counters = scoreboard.worker_slot(slot)
       # one per process: the bound on what its connections spool together
-      @spool_budget = SpoolBudget.new(config[:response_spool_max], config[:response_buffer_size])
+      @spool_budget = SpoolBudget.from_config(config)
       @soft_timeout = SoftTimeout.new(config[:soft_timeout], @logger) if config[:soft_timeout]
       path, format = config[:access_log]
       @access_log = path && AccessLog.open(path, format, @logger)

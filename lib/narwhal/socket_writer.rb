@@ -16,9 +16,10 @@ module Narwhal
   # which the reactor finishes sending once the response is complete
   # (#pending?, #flush_nonblock).
   #
-  # Without a budget, or once the worker's SpoolBudget is spent, it waits
-  # for the client instead, giving up with WriteTimeout when the client
-  # takes nothing for `timeout` seconds. Socket errors surface as ClientGone.
+  # Without a budget, or once the worker's SpoolBudget has no room left
+  # (memory spent, then the disk limits reached), it waits for the client
+  # instead, giving up with WriteTimeout when the client takes nothing for
+  # `timeout` seconds. Socket errors surface as ClientGone.
   class SocketWriter
     # Bytes handed to sendfile(2) per call.
     FILE_SLICE = 1024 * 1024
@@ -142,7 +143,7 @@ module Narwhal
     # File ranges take no bytes from the budget, but none is spooled when
     # spooling is off (a budget of 0).
     def spool_file(file, offset, length)
-      return false unless @budget&.max&.positive?
+      return false unless @budget&.spooling?
 
       (@spool ||= ResponseSpool.new(@budget)).append_file(file, offset, length)
     end

@@ -21,7 +21,8 @@ class BodyStorageTest < Minitest::Test
     }
   RU
   # bodies over 16 KiB go to the temporary file
-  CONFIG = "client_body_buffer_size 16 * 1024\nresponse_buffer_size 0\n" # responses spool to the file at once
+  # responses spool to the file at once, until the file system is full
+  CONFIG = "client_body_buffer_size 16 * 1024\nresponse_buffer_size 0\nresponse_spool_disk_reserve 0\n"
   TMPFS_SIZE = 256 * 1024
   BIG_PART = 64 * 1024 # what the app writes at a time
 
@@ -122,9 +123,9 @@ class BodyStorageTest < Minitest::Test
     assert_equal workers, @server.worker_pids, "the worker must not be replaced"
   end
 
-  # The response spool on a full file system: what does not fit is not
-  # spooled, the writer waits for its client instead (as past
-  # response_spool_max), and the client gets every byte.
+  # The response spool on a full file system (no reserve kept): what does
+  # not fit is not spooled, the writer waits for its client instead (as
+  # past the spool's limits), and the client gets every byte.
   def test_a_response_spool_on_a_full_file_system_waits_for_the_client_and_the_body_arrives_whole
     start_server("size=#{TMPFS_SIZE}")
     workers = @server.worker_pids

@@ -109,7 +109,7 @@ class SlowReaderTest < Minitest::Test
 
   def self.server
     @server ||= Narwhal::ServerProcess.start(
-      app: APP_REQUIRES + APP, workers: 2, config: "worker_processes 2\nresponse_spool_max 512 * 1024 * 1024\n"
+      app: APP_REQUIRES + APP, workers: 2, config: "worker_processes 2\n"
     ).stop_after_run
   end
 
@@ -240,20 +240,21 @@ class SlowReaderOneWorkerTest < Minitest::Test
   end
 end
 
-# With no room to spool, a client that stops reading is dropped after
-# write_timeout, as before spooling existed.
+# With no room to spool (memory and disk spent), a client that stops
+# reading is dropped after write_timeout, as before spooling existed.
 class SpoolFullTest < Minitest::Test
   include SlowReaderCases
 
   def self.server
     @server ||= Narwhal::ServerProcess.start(
-      app: APP_REQUIRES + APP, config: "response_spool_max 1024 * 1024\nwrite_timeout 0.5\n"
+      app: APP_REQUIRES + APP,
+      config: "response_spool_max 1024 * 1024\nresponse_spool_disk_max 1024 * 1024\nwrite_timeout 0.5\n"
     ).stop_after_run
   end
 
   def server = self.class.server
 
-  def test_beyond_response_spool_max_the_writer_waits_under_write_timeout
+  def test_beyond_the_spool_limits_the_writer_waits_under_write_timeout
     c = request(server.connect, "/stream?full")
     wait_until(timeout: 10, message: "write timeout logged") do
       server.log.include?("write timeout: client took no data for 0.5s, closing (GET /stream)")
@@ -266,7 +267,7 @@ class SpoolFullTest < Minitest::Test
 end
 
 # What spools hold on disk (or tmpfs: memory) stays within
-# response_spool_max, also while a client reads steadily but slower than
+# response_spool_disk_max, also while a client reads steadily but slower than
 # the app writes, so that the spool's temporary file never drains whole.
 class SpoolDiskBoundTest < Minitest::Test
   include SlowReaderCases
@@ -289,7 +290,7 @@ class SpoolDiskBoundTest < Minitest::Test
 
   def setup
     @server = Narwhal::ServerProcess.start(
-      app: PACED_APP, config: "response_spool_max #{BUDGET}\nresponse_buffer_size 64 * 1024\nwrite_timeout 30\n"
+      app: PACED_APP, config: "response_spool_disk_max #{BUDGET}\nresponse_buffer_size 64 * 1024\nwrite_timeout 30\n"
     )
   end
 

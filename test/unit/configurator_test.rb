@@ -181,10 +181,21 @@ class ConfiguratorTest < Minitest::Test
     c = Narwhal::Configurator.new
     assert_equal 64 * 1024, c[:response_buffer_size]
     assert_equal 256 * 1024 * 1024, c[:response_spool_max]
+    assert_equal [1 << 30, 4 << 30, 1 << 30],
+                 c.settings.values_at(:response_spool_file_max, :response_spool_disk_max, :response_spool_disk_reserve)
     c = Narwhal::Configurator.new(file: write_config("response_buffer_size 0\nresponse_spool_max 0\n"))
     assert_equal [0, 0], [c[:response_buffer_size], c[:response_spool_max]]
     assert_equal "2: response_spool_max expects an Integer >= 0, got -1",
                  config_error("response_buffer_size 1024\nresponse_spool_max(-1)\n")
+  end
+
+  def test_response_spool_disk_limits
+    text = "response_spool_file_max 8 * 1024 * 1024\nresponse_spool_disk_max 0\nresponse_spool_disk_reserve 2**30\n"
+    c = Narwhal::Configurator.new(file: write_config(text))
+    assert_equal [8 << 20, 0, 1 << 30],
+                 c.settings.values_at(:response_spool_file_max, :response_spool_disk_max, :response_spool_disk_reserve)
+    assert_equal "1: response_spool_disk_reserve expects an Integer >= 0, got -1",
+                 config_error("response_spool_disk_reserve(-1)\n")
   end
 
   def test_ruby_error_names_file_and_line

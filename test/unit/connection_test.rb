@@ -211,7 +211,7 @@ class ConnectionTest < Minitest::Test
   # The connection with a writer that spools, as a worker's are; the app
   # answers /big with more than the socket takes.
   def spooling(keepalive: true)
-    @budget = Narwhal::SpoolBudget.new(64 * 1024 * 1024, 64 * 1024)
+    @budget = Narwhal::SpoolBudget.new(64 * 1024 * 1024, 64 * 1024, disk_reserve: 0)
     context = Narwhal::Connection::Context.new(LIMITS, @dispatcher, Logger.new(@log), @counters, keepalive)
     @request = Narwhal::Request.new(TEMPLATE, Narwhal::SocketWriter.new(@server, 5, @budget), "10.0.0.1")
     @conn = Narwhal::Connection.new(@server, @request, context)

@@ -8,7 +8,7 @@ require "socket"
 # leaving nothing behind.
 class ResponseSpoolTest < Minitest::Test
   def setup
-    @budget = Narwhal::SpoolBudget.new(1024 * 1024, 16)
+    @budget = Narwhal::SpoolBudget.new(1024 * 1024, 16, disk_reserve: 0)
     @spool = Narwhal::ResponseSpool.new(@budget)
     @out, @in = UNIXSocket.pair
     @before = open_files
@@ -114,13 +114,66 @@ class ResponseSpoolTest < Minitest::Test
     assert_equal "\xFF\xC3\xA9\xFC\x00".b, drain
   end
 
-  def test_past_the_budget_append_refuses_and_keeps_nothing
-    budget = Narwhal::SpoolBudget.new(20, 16)
+  def test_once_the_workers_memory_is_spent_bytes_go_to_the_temporary_file
+    budget = Narwhal::SpoolBudget.new(20, 16, disk_reserve: 0)
+    first = Narwhal::ResponseSpool.new(budget)
+    second = Narwhal::ResponseSpool.new(budget)
+    assert first.append("a" * 15)
+    assert second.append("b" * 10), "15 + 10 is past 20 bytes of memory: on disk"
+    assert_equal [15, 10], [budget.memory_used, budget.disk_used]
+    assert_equal 1, new_files
+  ensure
+    first.close
+    second.close
+  end
+
+  def test_past_the_per_response_disk_limit_append_refuses_and_keeps_nothing
+    budget = Narwhal::SpoolBudget.new(1024, 16, file_max: 50, disk_reserve: 0)
     spool = Narwhal::ResponseSpool.new(budget)
     assert spool.append("a" * 15)
-    refute spool.append("b" * 10), "15 + 10 is past 20"
-    assert_equal 15, spool.bytesize
-    assert_equal 15, budget.used
+    assert spool.append("b" * 30)
+    refute spool.append("c" * 30), "30 + 30 in the file is past 50"
+    assert_equal 45, spool.bytesize
+    assert_equal [15, 30], [budget.memory_used, budget.disk_used]
+  ensure
+    spool.close
+  end
+
+  def test_past_the_workers_disk_limit_append_refuses_and_keeps_nothing
+    budget = Narwhal::SpoolBudget.new(1024, 0, disk_max: 50, disk_reserve: 0)
+    first = Narwhal::ResponseSpool.new(budget)
+    second = Narwhal::ResponseSpool.new(budget)
+    assert first.append("a" * 40)
+    refute second.append("b" * 20), "40 + 20 on the worker's disk is past 50"
+    assert second.empty?
+    assert_equal 40, budget.disk_used
+  ensure
+    first.close
+    second.close
+  end
+
+  def test_below_the_free_space_reserve_append_refuses_and_keeps_nothing
+    free = 1000
+    budget = Narwhal::SpoolBudget.new(1024, 0, disk_reserve: 900, free_space: -> { free })
+    spool = Narwhal::ResponseSpool.new(budget)
+    assert spool.append("a" * 100)
+    free = 900
+    refute spool.append("b"), "the file system keeps its reserve"
+    assert_equal 100, spool.bytesize
+  ensure
+    spool.close
+  end
+
+  def test_disk_bytes_stay_counted_until_the_file_drains
+    budget = Narwhal::SpoolBudget.new(1024, 0, disk_reserve: 0)
+    spool = Narwhal::ResponseSpool.new(budget)
+    @out.setsockopt(Socket::SOL_SOCKET, Socket::SO_SNDBUF, 4096)
+    spool.append("x" * 200_000)
+    spool.flush_nonblock(@out)
+    refute spool.empty?
+    assert_equal 200_000, budget.disk_used, "bytes sent from the file still hold the disk"
+    @in.read_nonblock(1 << 20) until spool.flush_nonblock(@out) && spool.empty? && !@in.wait_readable(0)
+    assert_equal 0, budget.used
   ensure
     spool.close
   end

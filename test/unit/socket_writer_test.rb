@@ -10,7 +10,7 @@ class SocketWriterTest < Minitest::Test
   BIG = 4 * 1024 * 1024 # more than a socket pair buffers
 
   def setup
-    @budget = Narwhal::SpoolBudget.new(64 * 1024 * 1024, 64 * 1024)
+    @budget = Narwhal::SpoolBudget.new(64 * 1024 * 1024, 64 * 1024, disk_reserve: 0)
     @sock, @peer = UNIXSocket.pair
     @writer = Narwhal::SocketWriter.new(@sock, 0.3, @budget)
   end
@@ -96,18 +96,42 @@ class SocketWriterTest < Minitest::Test
     refute writer.pending?
   end
 
-  def test_past_the_budget_it_sends_the_spool_then_waits_under_the_timeout
-    budget = Narwhal::SpoolBudget.new(1024 * 1024, 64 * 1024)
+  # Memory and disk both spent: 1 MiB in all.
+  def full_budget(**disk)
+    Narwhal::SpoolBudget.new(512 * 1024, 64 * 1024, disk_max: 512 * 1024, disk_reserve: 0, **disk)
+  end
+
+  def assert_waits_under_the_timeout(budget)
     writer = Narwhal::SocketWriter.new(@sock, 0.3, budget)
-    writer.write("a" * BIG) # more than the budget: waits for the client
-    flunk "a client that reads nothing cannot take it all"
-  rescue Narwhal::WriteTimeout
+    started = now
+    assert_raises(Narwhal::WriteTimeout) { writer.write("a" * BIG) }
+    assert_operator now - started, :>=, 0.3
     assert_equal 0, budget.used, "the spool is dropped with the response"
     refute writer.pending?
   end
 
+  def test_past_the_budget_it_sends_the_spool_then_waits_under_the_timeout
+    assert_waits_under_the_timeout(full_budget)
+  end
+
+  def test_past_the_per_response_disk_limit_it_waits_under_the_timeout
+    assert_waits_under_the_timeout(full_budget(disk_max: BIG * 2, file_max: 1024 * 1024))
+  end
+
+  def test_below_the_free_space_reserve_it_waits_under_the_timeout
+    assert_waits_under_the_timeout(full_budget(disk_max: BIG * 2, disk_reserve: 1 << 30, free_space: -> { 1 << 30 }))
+  end
+
+  def test_with_room_on_disk_a_large_write_never_waits
+    writer = Narwhal::SocketWriter.new(@sock, 0.3, full_budget(disk_max: BIG * 2))
+    writer.write("a" * BIG)
+    assert writer.pending?, "spooled, memory then disk"
+  ensure
+    writer&.discard_spool
+  end
+
   def test_past_the_budget_a_reading_client_gets_everything_in_order
-    budget = Narwhal::SpoolBudget.new(1024 * 1024, 64 * 1024)
+    budget = full_budget
     writer = Narwhal::SocketWriter.new(@sock, 5, budget)
     writer.write("a" * (BIG / 8)) # spooled: nobody reads yet
     assert writer.pending?

@@ -57,7 +57,8 @@ module Narwhal
       # Directives that only check a type and a lower bound.
       INTEGERS = { worker_connections: 1, client_body_buffer_size: 0, max_request_line: 64, max_header_size: 256,
                    max_header_fields: 1, keepalive_requests: 1, response_buffer_size: 0,
-                   response_spool_max: 0 }.freeze
+                   response_spool_max: 0, response_spool_file_max: 0, response_spool_disk_max: 0,
+                   response_spool_disk_reserve: 0 }.freeze
       NUMBERS = { timeout: 0.001, keepalive_timeout: 0, client_timeout: 0.001, client_header_timeout: 0.001,
                   client_body_timeout: 0.001, write_timeout: 0.001, drain_delay: 0, graceful_timeout: 0.001 }.freeze
       # trust_x_forwarded is accepted for Unicorn configs: narwhal leaves
