@@ -213,10 +213,11 @@ module Bench
   end
 
   server "nginx", model: :reference,
-                  settings: "nginx (Debian package) worker_processes 2, `return 200 \"Hello, Rack!\"`, " \
+                  settings: "nginx (Debian package) worker_processes P (the table's processes), " \
+                            "`return 200 \"Hello, Rack!\"`, " \
                             "access_log off, listen backlog=#{BACKLOG}" do |l|
     conf = l.config_file("nginx.conf", <<~NGINX)
-      worker_processes 2;
+      worker_processes #{l.processes};
       daemon off;
       pid #{l.dir}/nginx.pid;
       error_log #{l.dir}/nginx-error.log;
