@@ -53,8 +53,12 @@ module Bench
   MULTI_PROCESS = ->(server, variant) { server.ruby? && server.multi_process?(variant.processes) }
   RESTARTABLE = ->(server, _variant) { !server.restart.nil? }
 
-  # rubocop:disable Metrics/MethodLength -- a table of scenarios reads best in one place
   def self.scenarios(timing)
+    main_scenarios(timing) + held_scenarios(timing)
+  end
+
+  # rubocop:disable Metrics/MethodLength -- a table of scenarios reads best in one place
+  def self.main_scenarios(timing)
     hello = lambda do |key, title, processes, close, threads: 1, servers: nil|
       Variant.new(key: key, title: title, app: "hello.ru", processes: processes, threads: threads, preload: true,
                   servers: servers,
