@@ -63,7 +63,7 @@ module Bench
         begin
           process.wait_ready
           result = variant.measure.call(process)
-          raise "#{server.name} died during the measurement:\n#{process.log}" unless process.alive?
+          raise "#{server.name} died during the measurement:\n#{process.log}" unless variant.stops || process.alive?
 
           result
         rescue StandardError => e

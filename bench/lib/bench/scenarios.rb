@@ -5,8 +5,9 @@ module Bench
   Column = Struct.new(:key, :header, :format)
 
   # One table of a scenario: an app, a shape (processes × threads, see
-  # Server#shape) and how to measure.
-  Variant = Struct.new(:key, :title, :app, :processes, :threads, :preload, :servers, :measure,
+  # Server#shape) and how to measure. +stops+: the measurement itself ends
+  # the server (it is not expected alive after it).
+  Variant = Struct.new(:key, :title, :app, :processes, :threads, :preload, :servers, :measure, :stops,
                        keyword_init: true) do
     def app_path
       File.join(APPS, app)
@@ -54,7 +55,7 @@ module Bench
   RESTARTABLE = ->(server, _variant) { !server.restart.nil? }
 
   def self.scenarios(timing)
-    main_scenarios(timing) + held_scenarios(timing)
+    main_scenarios(timing) + held_scenarios(timing) + [quit_scenario(timing)]
   end
 
   # rubocop:disable Metrics/MethodLength -- a table of scenarios reads best in one place
