@@ -152,9 +152,16 @@ module Bench
     def versions
       lock = File.read("#{GEMFILE}.lock")
       gems = %w[narwhal puma unicorn pitchfork falcon iodine agoo rack].to_h { |g| [g, lock[/^    #{g} \(([^)]+)\)/, 1]] }
-      gems.merge("nginx" => `nginx -v 2>&1`.strip.sub(%r{.*nginx/}, ""),
+      gems.merge("nginx" => `nginx -v 2>&1`.strip.sub(%r{.*nginx/}, ""), "haproxy" => haproxy_version,
                  "wrk" => `wrk -v 2>&1`.lines.first.to_s[/wrk ([\d.]+)/, 1],
                  "ab" => `ab -V 2>&1`[/Version ([\d.]+)/, 1])
+    end
+
+    # The quit scenario's second proxy; the rest of the suite runs without it.
+    def haproxy_version
+      `haproxy -v 2>&1`[/version ([\d.]+)/i, 1]
+    rescue SystemCallError
+      nil
     end
 
     # Identifies the narwhal code measured, uncommitted changes included.

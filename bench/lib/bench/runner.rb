@@ -24,8 +24,9 @@ module Bench
       abort "missing: #{missing.join(', ')} (apt-get install wrk apache2-utils nginx)" unless missing.empty?
     end
 
-    # 700 slow connections and ab's 1,000 need more descriptors than the
-    # usual soft limit; servers inherit the raised one.
+    # 700 slow connections, ab's 1,000 and the idle scenario's 5,000 need
+    # more descriptors than the usual soft limit; servers inherit the
+    # raised one.
     def raise_fd_limit
       _, hard = Process.getrlimit(:NOFILE)
       Process.setrlimit(:NOFILE, hard)
