@@ -40,20 +40,25 @@ module Bench
       [result_w, ready_w, @stop_r].each(&:close)
       ready = ready_r.read
       ready_r.close
-      raise "the connection holder exited before it was ready" if ready.empty?
+      return ready.to_i unless ready.empty?
 
-      ready.to_i
+      Process.wait(@pid)
+      raise "the connection holder failed before it was ready (#{$?.inspect})"
     end
 
     def stop
       @stop_w.close
-      result = Marshal.load(@result_r.read) # rubocop:disable Security/MarshalLoad -- our own child's output
+      data = @result_r.read
       Process.wait(@pid)
-      result
+      raise "the connection holder failed (#{$?.inspect})" if data.empty?
+
+      Marshal.load(data) # rubocop:disable Security/MarshalLoad -- our own child's output
     end
 
     private
 
+    # Leaves by exit! whatever happens: a fork of the runner must not run
+    # the runner's exit handlers.
     def child(result, ready)
       @result_r.close
       @stop_w.close
@@ -64,6 +69,9 @@ module Bench
       @stop_r.read # until the parent closes its end
       result.write(Marshal.dump(report(socks)))
       exit!(0)
+    rescue StandardError => e
+      warn "connection holder: #{e.class}: #{e.message}"
+      exit!(1)
     end
 
     def connect

@@ -31,6 +31,9 @@ module Bench
         @stop_w.close
         result_w.write(Marshal.dump(run))
         exit!(0)
+      rescue StandardError => e
+        warn "kept-alive load: #{e.class}: #{e.message}"
+        exit!(1)
       end
       [result_w, @stop_r].each(&:close)
       self
@@ -38,8 +41,11 @@ module Bench
 
     def stop
       @stop_w.close
-      counts = Marshal.load(@result_r.read) # rubocop:disable Security/MarshalLoad -- our own child's output
+      data = @result_r.read
       Process.wait(@pid)
+      raise "the kept-alive load failed (#{$?.inspect})" if data.empty?
+
+      counts = Marshal.load(data) # rubocop:disable Security/MarshalLoad -- our own child's output
       lost = counts.values_at("lost_closed", "lost_timeout", "lost_status").sum
       counts.merge("errors" => lost, "requests" => counts["answered"] + lost,
                    "command" => "#{@connections} kept-alive connections, one thread each, POST back to back")

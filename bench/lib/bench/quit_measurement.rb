@@ -18,8 +18,12 @@ module Bench
     def quit(server, warmup:, via: nil)
       warm_up(server, warmup) if warmup.positive?
       Dir.mktmpdir("narwhal-bench-proxy-") do |dir|
-        other = second_backend(server, dir) if via
-        proxy = Proxy.new(via, backends: [server.launch.port, other.launch.port], dir: dir).start if via
+        if via
+          other = second_backend(server, dir)
+          other.wait_ready
+          proxy = Proxy.new(via, backends: [server.launch.port, other.launch.port], dir: dir)
+          proxy.start
+        end
         quit_under_load(server, proxy ? proxy.port : server.launch.port)
       ensure
         proxy&.stop
@@ -48,7 +52,7 @@ module Bench
       launch = server.launch.dup
       launch.port = Bench.free_port
       launch.dir = dir
-      ServerProcess.new(server.server, launch).wait_ready
+      ServerProcess.new(server.server, launch)
     end
   end
 
