@@ -109,6 +109,10 @@ module Bench
         lines << "### #{variant['title']}" << "" << "![#{variant['title']}](benchmarks/#{chart})" << ""
         lines.concat(Markdown.table(result, variant)) << ""
       end
+      result["comparisons"].to_a.each do |comparison|
+        lines << "### #{comparison['title']}" << ""
+        lines.concat(Markdown.comparison(result, comparison)) << ""
+      end
       lines.join("\n")
     end
 
