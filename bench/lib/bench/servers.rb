@@ -31,8 +31,7 @@ module Bench
     # or a signal name that makes the server replace its workers in place.
     # threads: a fixed number of threads per process, whatever the scenario
     # gives threaded servers (an extra narwhal, run.rb --narwhal-threads).
-    # quit: the signal that makes it finish what it has and exit (nil: none
-    # the suite uses).
+    # quit: its graceful stop signal (finish what it has, then exit), if any.
     def initialize(name, model:, settings:, restart: nil, threads: nil, quit: nil, &command)
       @name = name
       @model = model
