@@ -99,7 +99,7 @@ module Bench
         server = spawn_server(port, out, log, tmp)
         begin
           wait_ready(server, port, log)
-          total = @opts[:to] + @opts[:sample]
+          total = @opts[:to] + @opts[:sample].to_i
           client = Process.spawn(RbConfig.ruby, __FILE__, "--client", port.to_s, total.to_s, @opts[:request],
                                  chdir: ROOT)
           _, status = Process.wait2(client)
@@ -116,21 +116,34 @@ module Bench
     private
 
     def spawn_server(port, out, log, tmp)
-      env = {
-        "BUNDLE_GEMFILE" => File.join(ROOT, "bench", "Gemfile"),
-        "ALLOC_FROM" => @opts[:from].to_s, "ALLOC_TO" => @opts[:to].to_s,
-        "ALLOC_SAMPLE" => @opts[:sample].to_s, "ALLOC_OUT" => out
-      }
+      env = { "BUNDLE_GEMFILE" => File.join(ROOT, "bench", "Gemfile") }.merge(app_env(out))
       env["RUBYOPT"] = [ENV.fetch("RUBYOPT", nil), @opts[:ruby_opt]].compact.join(" ") if @opts[:ruby_opt]
       config = []
-      if @opts[:access_log]
-        File.write(File.join(tmp, "narwhal.rb"), "access_log #{File.join(tmp, 'access.log').inspect}, " \
-                                                 "format: :#{@opts[:access_log]}\n")
+      lines = config_lines(tmp)
+      unless lines.empty?
+        File.write(File.join(tmp, "narwhal.rb"), lines.map { |l| "#{l}\n" }.join)
         config = ["-c", File.join(tmp, "narwhal.rb")]
       end
       Process.spawn(env, "bundle", "exec", "narwhal", "-E", "production", "-l", "127.0.0.1:#{port}", *config,
-                    File.join(ROOT, "bench", "alloc_app.ru"),
+                    File.join(ROOT, "bench", app_file),
                     chdir: ROOT, in: File::NULL, out: log, err: %i[child out])
+    end
+
+    # The counting app and what it is told through its environment.
+    def app_file
+      "alloc_app.ru"
+    end
+
+    def app_env(out)
+      { "ALLOC_FROM" => @opts[:from].to_s, "ALLOC_TO" => @opts[:to].to_s,
+        "ALLOC_SAMPLE" => @opts[:sample].to_s, "ALLOC_OUT" => out }
+    end
+
+    # narwhal config directives for the run (none: narwhal's defaults).
+    def config_lines(tmp)
+      return [] unless @opts[:access_log]
+
+      ["access_log #{File.join(tmp, 'access.log').inspect}, format: :#{@opts[:access_log]}"]
     end
 
     def free_port

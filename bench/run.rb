@@ -4,7 +4,7 @@
 # bench/README.md. Each measurement starts a fresh server, servers are
 # interleaved, and each result is the median of --runs runs.
 #
-#   ruby bench/run.rb                            # everything (about an hour)
+#   ruby bench/run.rb                            # everything (about 105 min)
 #   ruby bench/run.rb -s hello,cpu -S narwhal,puma
 #   ruby bench/run.rb --quick                    # 1 short run of each: does it all work?
 #   ruby bench/run.rb -s hello -S narwhal --baseline ../old   # before/after a change

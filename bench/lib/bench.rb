@@ -57,6 +57,17 @@ module Bench
     sorted[[(sorted.size * pct / 100.0).ceil - 1, 0].max]
   end
 
+  # The median of the ratios of runs measured one after the other (run i
+  # of +runs+ over run i of +base+), on +key+; nil with fewer than 2 pairs.
+  def self.paired_ratio(runs, base, key)
+    pairs = runs.zip(base).filter_map do |run, before|
+      next if run.nil? || before.nil? || run["failure"] || before["failure"]
+
+      run[key].to_f / before[key] if run[key] && before[key]&.positive?
+    end
+    median(pairs).round(3) if pairs.size > 1
+  end
+
   def self.stdev(values)
     return nil if values.size < 2
 
@@ -71,8 +82,16 @@ require_relative "bench/server_process"
 require_relative "bench/load"
 require_relative "bench/latency_client"
 require_relative "bench/slow_clients"
+require_relative "bench/held_connections"
+require_relative "bench/probe_client"
 require_relative "bench/measurements"
+require_relative "bench/held_measurements"
+require_relative "bench/kept_alive_load"
+require_relative "bench/proxies"
+require_relative "bench/quit_measurement"
 require_relative "bench/scenarios"
+require_relative "bench/held_scenarios"
 require_relative "bench/markdown"
 require_relative "bench/svg_chart"
+require_relative "bench/results"
 require_relative "bench/runner"

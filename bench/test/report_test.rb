@@ -103,3 +103,48 @@ class PairedRatioTest < Minitest::Test
     assert_nil report.send(:paired_ratio, { "runs" => [{ "rps" => 1.0 }] }, { "runs" => [{ "rps" => 2.0 }] })
   end
 end
+
+# Each server against itself in another table (threads 5 over threads 1),
+# and ratios to narwhal on more than the primary metric (io's p99).
+class ComparisonTest < Minitest::Test
+  def report(scenario, results)
+    servers = %w[narwhal iodine].map { |n| Bench::SERVERS.fetch(n) }
+    plan = scenario.variants.flat_map { |v| servers.map { |s| [v, s] } }
+    Bench::Report.new(scenario, results, plan, 2, Time.now, true)
+  end
+
+  def scenario(**opts)
+    variants = %w[t1 t5].map { |k| Bench::Variant.new(key: k, title: k, processes: 1, threads: 1) }
+    Bench::Scenario.new(name: "x", title: "x", about: "x", variants: variants,
+                        columns: [Bench::RPS, Bench::P99, Bench::CPU], primary: "rps", **opts)
+  end
+
+  def runs(*rps, cpu: 10.0, p99: 1.0)
+    rps.map { |r| { "rps" => r, "cpu_us" => cpu, "p99_ms" => p99 } }
+  end
+
+  def test_each_server_over_itself_in_the_base_table
+    results = { "t1" => { "narwhal" => runs(100.0, 110.0), "iodine" => runs(200.0, 200.0) },
+                "t5" => { "narwhal" => runs(50.0, 55.0, cpu: 20.0), "iodine" => runs(180.0, 180.0) } }
+    spec = Bench::Comparison.new(title: "t5 vs t1", variant: "t5", base: "t1", labels: ["threads 1", "threads 5"])
+    doc = report(scenario(comparisons: [spec]), results).send(:document)
+    rows = doc["comparisons"].first["rows"].to_h { |r| [r["server"], r["values"]] }
+    assert_equal 0.5, rows["narwhal"]["rps"]["ratio"]
+    assert_equal 0.5, rows["narwhal"]["rps"]["paired_ratio"]
+    assert_equal 2.0, rows["narwhal"]["cpu_us"]["ratio"]
+    assert_equal 0.9, rows["iodine"]["rps"]["ratio"]
+    table = Bench::Markdown.scenario(doc)
+    assert_includes table, "| narwhal | 105 | 53 | 0.50× | 10.0 µs | 20.0 µs | 2.00× |"
+  end
+
+  def test_further_ratio_columns_to_narwhal
+    results = { "t1" => { "narwhal" => runs(100.0, 100.0, p99: 2.0), "iodine" => runs(150.0, 150.0, p99: 3.0) },
+                "t5" => { "narwhal" => runs(1.0, 1.0), "iodine" => runs(1.0, 1.0) } }
+    doc = report(scenario(ratios: ["p99_ms"]), results).send(:document)
+    iodine = doc["variants"].first["rows"].find { |r| r["server"] == "iodine" }
+    assert_equal 1.5, iodine["ratio"]
+    assert_equal 1.5, iodine.dig("ratios", "p99_ms", "ratio")
+    assert_includes Bench::Markdown.scenario(doc).lines.map(&:strip),
+                    "| iodine | 1 × 1 | 150 | 3.0 ms | 10.0 µs | 1.50× | 1.50× |"
+  end
+end

@@ -61,4 +61,22 @@ class ServersTest < Minitest::Test
   ensure
     Bench::SERVERS.delete("narwhal-t5")
   end
+
+  def test_quit_table_runs_the_servers_with_a_graceful_stop
+    quit = Bench.quit_scenario(Bench::QUICK)
+    served = Bench::SERVERS.values.select { |s| quit.variants.first.serves?(s) }.map(&:name)
+    assert_equal %w[narwhal puma unicorn pitchfork], served
+    assert_equal "TERM", Bench::SERVERS.fetch("puma").quit
+    assert quit.variants.all?(&:stops)
+  end
+
+  def test_proxies_send_to_both_backends
+    Dir.mktmpdir do |dir|
+      nginx = Bench::Proxy.new("nginx", backends: [9001, 9002], dir: dir).send(:nginx_config)
+      assert_match(/server 127.0.0.1:9001;\s+server 127.0.0.1:9002;\s+keepalive 32;/, nginx)
+      haproxy = Bench::Proxy.new("haproxy", backends: [9001, 9002], dir: dir).send(:haproxy_config)
+      assert_includes haproxy, "  server b0 127.0.0.1:9001\n  server b1 127.0.0.1:9002"
+      assert_includes haproxy, "option redispatch"
+    end
+  end
 end

@@ -11,17 +11,24 @@ module Bench
         lines << "### #{variant['title']}" << ""
         lines.concat(table(result, variant)) << ""
       end
+      result["comparisons"].to_a.each do |comparison|
+        lines << "### #{comparison['title']}" << ""
+        lines.concat(comparison(result, comparison)) << ""
+      end
       lines.join("\n")
     end
 
     def table(result, variant)
       columns = result["columns"]
-      head = ["server", "processes × threads", *columns.map { |c| c["header"] }, "vs narwhal"]
+      extra = result["ratios"].to_a.map { |key| columns.find { |c| c["key"] == key } }
+      head = ["server", "processes × threads", *columns.map { |c| c["header"] }, "vs narwhal",
+              *extra.map { |c| "#{c['header']} vs narwhal" }]
       rows = [row(head), row(head.map.with_index { |_, i| i < 2 ? "---" : "---:" })]
       notes = []
       variant["rows"].each do |r|
         cells = columns.map { |c| cell(r, c, notes) }
-        rows << row([r["server"], r["shape"], *cells, ratio(r)])
+        ratios = extra.map { |c| ratio(r.dig("ratios", c["key"]) || {}) }
+        rows << row([r["server"], r["shape"], *cells, ratio(r), *ratios])
         r["failures"].each { |f| notes << "#{r['server']}: #{f}" }
       end
       rows + notes.uniq.map { |n| "\n#{n}" }
@@ -50,6 +57,25 @@ module Bench
       text = number(med, column["format"])
       text += " (#{number(min, column['format'])}–#{number(max, column['format'])})" if min != max && !min.nil?
       text
+    end
+
+    # Each server against itself in another variant: both medians and the
+    # ratio, for each compared metric.
+    def comparison(result, comparison)
+      first, second = comparison["labels"]
+      columns = comparison["keys"].map { |key| result["columns"].find { |c| c["key"] == key } }
+      head = ["server", *columns.flat_map do |c|
+        ["#{c['header']}, #{first}", "#{c['header']}, #{second}", "#{second} vs #{first}"]
+      end]
+      lines = [row(head), row(head.map.with_index { |_, i| i.zero? ? "---" : "---:" })]
+      comparison["rows"].each do |r|
+        cells = columns.flat_map do |c|
+          v = r["values"][c["key"]]
+          [number(v["base"], c["format"]), number(v["value"], c["format"]), ratio(v)]
+        end
+        lines << row([r["server"], *cells])
+      end
+      lines
     end
 
     # The ratio of medians, and the median of the runs' ratios when it

@@ -40,7 +40,9 @@ module Bench
 
     def ab(server, warmup:, requests:, concurrency:)
       warm_up(server, warmup) if warmup.positive?
-      with_memory(server) { Ab.run(server.launch.port, requests: requests, concurrency: concurrency) }
+      with_memory(server) do
+        with_cpu(server) { Ab.run(server.launch.port, requests: requests, concurrency: concurrency) }
+      end
     end
 
     def tail(server, warmup:, clients:, seconds:)

@@ -88,6 +88,27 @@ module Bench
       end.to_set
     end
 
+    SYN_RECV_STATE = "03"
+    ESTABLISHED_STATE = "01"
+
+    # The server side of +port+'s connections that no process has taken:
+    # half-open ones (SYN_RECV: the handshake not finished, as when the
+    # listen queue overflows) and complete ones still in the accept queue
+    # (no socket inode yet).
+    def untaken_connections(port)
+      counts = { "syn_recv" => 0, "unaccepted" => 0 }
+      %w[/proc/net/tcp /proc/net/tcp6].each do |table|
+        File.readlines(table).drop(1).each do |line|
+          f = line.split
+          next unless f[1].split(":").last.to_i(16) == port
+
+          counts["syn_recv"] += 1 if f[3] == SYN_RECV_STATE
+          counts["unaccepted"] += 1 if f[3] == ESTABLISHED_STATE && f[9] == "0"
+        end
+      end
+      counts
+    end
+
     def total_memory(pid)
       pids(pid).filter_map { |p| memory(p) }.each_with_object(Hash.new(0)) do |m, sum|
         m.each { |k, v| sum[k] += v }

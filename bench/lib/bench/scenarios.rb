@@ -5,8 +5,9 @@ module Bench
   Column = Struct.new(:key, :header, :format)
 
   # One table of a scenario: an app, a shape (processes × threads, see
-  # Server#shape) and how to measure.
-  Variant = Struct.new(:key, :title, :app, :processes, :threads, :preload, :servers, :measure,
+  # Server#shape) and how to measure. +stops+: the measurement itself ends
+  # the server (it is not expected alive after it).
+  Variant = Struct.new(:key, :title, :app, :processes, :threads, :preload, :servers, :measure, :stops,
                        keyword_init: true) do
     def app_path
       File.join(APPS, app)
@@ -22,8 +23,15 @@ module Bench
   end
 
   # A scenario: its variants, its columns and the metric its chart shows.
-  Scenario = Struct.new(:name, :title, :about, :variants, :columns, :primary, :lower_is_better,
-                        keyword_init: true)
+  # +ratios+: further column keys each server is compared with narwhal on,
+  # beside the primary one. +comparisons+: each server in one variant
+  # against itself in another (Comparison).
+  Scenario = Struct.new(:name, :title, :about, :variants, :columns, :primary, :lower_is_better, :ratios,
+                        :comparisons, keyword_init: true)
+
+  # Each server in variant +variant+ as a multiple of itself in variant
+  # +base+ (e.g. threads 5 over threads 1); +labels+ name the two.
+  Comparison = Struct.new(:title, :variant, :base, :labels, keyword_init: true)
 
   # Durations and sizes, shortened as a whole by --quick.
   Timing = Struct.new(:duration, :warmup, :long, :event_load, :burst, keyword_init: true)
@@ -41,13 +49,20 @@ module Bench
   CPU = Column.new("cpu_us", "CPU per request", :us)
 
   RUBY_SERVERS = ->(server, _variant) { server.ruby? }
+  # Servers that run threads in a process: a threads-N table means the same for each.
+  THREADED = ->(server, _variant) { server.model == :threads }
   MULTI_PROCESS = ->(server, variant) { server.ruby? && server.multi_process?(variant.processes) }
   RESTARTABLE = ->(server, _variant) { !server.restart.nil? }
 
-  # rubocop:disable Metrics/MethodLength -- a table of scenarios reads best in one place
   def self.scenarios(timing)
-    hello = lambda do |key, title, processes, close|
-      Variant.new(key: key, title: title, app: "hello.ru", processes: processes, threads: 1, preload: true,
+    main_scenarios(timing) + held_scenarios(timing) + [quit_scenario(timing)]
+  end
+
+  # rubocop:disable Metrics/MethodLength -- a table of scenarios reads best in one place
+  def self.main_scenarios(timing)
+    hello = lambda do |key, title, processes, close, threads: 1, servers: nil|
+      Variant.new(key: key, title: title, app: "hello.ru", processes: processes, threads: threads, preload: true,
+                  servers: servers,
                   measure: lambda { |s|
                     Measurements.wrk(s, warmup: timing.warmup, threads: 2, connections: 16,
                                         seconds: timing.duration, close: close)
@@ -58,10 +73,17 @@ module Bench
         name: "hello", title: "hello: the smallest response",
         about: "`[200, {\"content-type\"=>\"text/html\"}, [\"Hello, Rack!\"]]`; wrk -t2 -c16 " \
                "-d#{timing.duration}s, keep-alive and `Connection: close` (a new connection per request, " \
-               "as behind nginx). nginx is the machine's ceiling: 2 worker processes in every table. " \
+               "as behind nginx). nginx is the machine's ceiling, with as many worker processes as the table has " \
+               "processes. Threads 5: the servers that run threads (narwhal, puma, iodine, agoo) in 1 process " \
+               "with 5 threads, and each one's threads 5 over its own threads 1. " \
                "CPU per request: user + system time of the server's processes over the measured run.",
         columns: [*WRK_COLUMNS, CPU], primary: "rps",
+        comparisons: [Comparison.new(title: "threads 5 vs threads 1, keep-alive, 1 process",
+                                     variant: "keepalive-1-t5", base: "keepalive-1",
+                                     labels: ["threads 1", "threads 5"])],
         variants: [hello.call("keepalive-1", "keep-alive, 1 process", 1, false),
+                   hello.call("keepalive-1-t5", "keep-alive, 1 process, threads 5", 1, false,
+                              threads: 5, servers: THREADED),
                    hello.call("close-1", "Connection: close, 1 process", 1, true),
                    hello.call("keepalive-2", "keep-alive, 2 processes", 2, false),
                    hello.call("close-2", "Connection: close, 2 processes", 2, true)]
@@ -70,7 +92,7 @@ module Bench
         name: "burst", title: "burst: 1,000 clients at once",
         about: "`ab -n #{timing.burst} -c 1000` (a new connection per request) against hello, " \
                "2 processes; every failure counts.",
-        columns: [RPS, P50, P99, Column.new("max_ms", "max", :ms), ERRORS, PEAK_RSS], primary: "rps",
+        columns: [RPS, P50, P99, Column.new("max_ms", "max", :ms), ERRORS, PEAK_RSS, CPU], primary: "rps",
         variants: [Variant.new(key: "ab", title: "ab -c 1000, 2 processes", app: "hello.ru", processes: 2,
                                threads: 1, preload: true, servers: RUBY_SERVERS,
                                measure: lambda { |s|
@@ -81,7 +103,7 @@ module Bench
         name: "io", title: "io: requests that wait 20 ms",
         about: "Each request sleeps 20 ms; wrk -t2 -c64 -d#{timing.duration}s keep-alive. Threaded servers " \
                "run 2 processes × 5 threads, process-only servers 10 processes, fiber servers 2 processes.",
-        columns: WRK_COLUMNS, primary: "rps",
+        columns: [*WRK_COLUMNS, CPU], primary: "rps", ratios: ["p99_ms"],
         variants: [Variant.new(key: "sleep20", title: "20 ms wait, 64 connections, 10 threads or processes",
                                app: "io.ru", processes: 2, threads: 5, preload: true, servers: RUBY_SERVERS,
                                measure: lambda { |s|

@@ -89,6 +89,16 @@ module Bench
       reap
     end
 
+    # Every process the server started has exited (its master reaped):
+    # none of its process group is left.
+    def exited?
+      reap
+      Process.kill(0, -@spawned)
+      false
+    rescue Errno::ESRCH
+      true
+    end
+
     def signal(sig, pid = @pid)
       Process.kill(sig, pid)
     rescue Errno::ESRCH

@@ -25,17 +25,19 @@ module Bench
   #   :fibers     processes, each running any number of requests on fibers
   #   :reference  not a Ruby server (nginx), for the ceiling of the machine
   class Server
-    attr_reader :name, :model, :restart, :settings
+    attr_reader :name, :model, :restart, :settings, :quit
 
     # restart: nil (none), :reexec (USR2, wait for the new master, QUIT the old)
     # or a signal name that makes the server replace its workers in place.
     # threads: a fixed number of threads per process, whatever the scenario
     # gives threaded servers (an extra narwhal, run.rb --narwhal-threads).
-    def initialize(name, model:, settings:, restart: nil, threads: nil, &command)
+    # quit: its graceful stop signal (finish what it has, then exit), if any.
+    def initialize(name, model:, settings:, restart: nil, threads: nil, quit: nil, &command)
       @name = name
       @model = model
       @settings = settings
       @restart = restart
+      @quit = quit
       @threads = threads
       @command = command
     end
@@ -101,7 +103,7 @@ module Bench
     "#{unicorn_config(launch, preload: launch.preload)}#{threads}"
   end
 
-  server "narwhal", model: :threads, restart: :reexec,
+  server "narwhal", model: :threads, restart: :reexec, quit: "QUIT",
                     settings: "unicorn.conf.rb style config: worker_processes P, `threads T` when T > 1, " \
                               "preload_app true, listen backlog: #{BACKLOG}, no access log (RACK_ENV=production)" do |l|
     bundle("narwhal", "-c", l.config_file("narwhal.conf.rb", narwhal_config(l)), l.app)
@@ -112,7 +114,7 @@ module Bench
   def self.add_narwhal_threads(count)
     raise ArgumentError, "--narwhal-threads expects an integer above 1, got #{count}" unless count > 1
 
-    server "narwhal-t#{count}", model: :threads, restart: :reexec, threads: count,
+    server "narwhal-t#{count}", model: :threads, restart: :reexec, quit: "QUIT", threads: count,
                                 settings: "narwhal with `threads #{count}` in each process, else as narwhal" do |l|
       bundle("narwhal", "-c", l.config_file("narwhal.conf.rb", narwhal_config(l)), l.app)
     end
@@ -129,7 +131,7 @@ module Bench
     raise ArgumentError, "#{so} missing: run `bundle exec rake compile` in #{dir}" unless File.exist?(so)
 
     commit = `git -C #{dir} rev-parse --short HEAD 2>/dev/null`.strip
-    server "narwhal-baseline", model: :processes, restart: :reexec,
+    server "narwhal-baseline", model: :processes, restart: :reexec, quit: "QUIT",
                                settings: "narwhal at #{commit.empty? ? dir : commit}, process-only: P × T processes, " \
                                          "narwhal's config without `threads`" do |l|
       narwhal_from(dir, l.config_file("narwhal.conf.rb", unicorn_config(l, preload: l.preload)), l.app)
@@ -137,7 +139,7 @@ module Bench
     # This tree is then started the same way, not through the gem's binstub:
     # the launch path alone moves hello's keep-alive p99 (the worker's heap
     # is left fuller or emptier at fork), which must not pass for a change.
-    server "narwhal", model: :threads, restart: :reexec,
+    server "narwhal", model: :threads, restart: :reexec, quit: "QUIT",
                       settings: "as below, started as `ruby -I lib exe/narwhal` like narwhal-baseline" do |l|
       narwhal_from(ROOT, l.config_file("narwhal.conf.rb", narwhal_config(l)), l.app)
     end
@@ -150,7 +152,7 @@ module Bench
     [env.merge("RUBYLIB" => File.join(dir, "lib")), argv]
   end
 
-  server "puma", model: :threads, restart: "USR1",
+  server "puma", model: :threads, restart: "USR1", quit: "TERM",
                  settings: "single mode (-w 0) for 1 process, else cluster mode with preload_app!; " \
                            "threads T:T; bind ?backlog=#{BACKLOG}; quiet (no request log); " \
                            "phased restart (USR1) needs preload off, so the restart row runs without it" do |l|
@@ -167,14 +169,14 @@ module Bench
     bundle("puma", "-C", conf, l.app)
   end
 
-  server "unicorn", model: :processes, restart: :reexec,
+  server "unicorn", model: :processes, restart: :reexec, quit: "QUIT",
                     settings: "worker_processes N, preload_app true, listen backlog: #{BACKLOG}" do |l|
     conf = l.config_file("unicorn.conf.rb", unicorn_config(l, preload: l.preload))
     bundle("unicorn", "-E", "production", "-c", conf, l.app)
   end
 
   # Pitchfork always loads the app before forking (it has no preload_app).
-  server "pitchfork", model: :processes,
+  server "pitchfork", model: :processes, quit: "QUIT",
                       settings: "worker_processes N, listen backlog: #{BACKLOG}; the app is always " \
                                 "loaded before forking; no re-exec restart (deploys start a new server)" do |l|
     conf = l.config_file("pitchfork.conf.rb", <<~RUBY)
@@ -213,10 +215,11 @@ module Bench
   end
 
   server "nginx", model: :reference,
-                  settings: "nginx (Debian package) worker_processes 2, `return 200 \"Hello, Rack!\"`, " \
+                  settings: "nginx (Debian package) worker_processes P (the table's processes), " \
+                            "`return 200 \"Hello, Rack!\"`, " \
                             "access_log off, listen backlog=#{BACKLOG}" do |l|
     conf = l.config_file("nginx.conf", <<~NGINX)
-      worker_processes 2;
+      worker_processes #{l.processes};
       daemon off;
       pid #{l.dir}/nginx.pid;
       error_log #{l.dir}/nginx-error.log;
