@@ -76,7 +76,8 @@ module Narwhal
     def run
       bind if @standalone && @listeners.empty?
       gate = @pool && AcceptGate.new(@pool, @scoreboard, @slot, @listeners.map(&:io))
-      @reactor = Reactor.new(@logger, max_handlers: @config[:worker_connections], gate: gate)
+      cap = Configurator::ConnectionCap.new(@config[:worker_connections]).limit
+      @reactor = Reactor.new(@logger, max_handlers: cap, gate: gate)
       @listeners.each { |l| accept_from(l) }
       install_signals
       @reactor.watch(@master_pipe) { master_gone } if @master_pipe
