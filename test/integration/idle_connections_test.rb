@@ -50,7 +50,39 @@ class IdleConnectionsTest < Minitest::Test
     assert_fast_client_served(workers: 2, threads: 5)
   end
 
+  # At worker_connections, connections that never sent a byte are let go
+  # of, the oldest first, to make room for new ones: silent ones cannot
+  # hold the room while a client that sends waits in the listen queue.
+  SILENT_AT_THE_CAP = "a connection that never sent a byte does not count as idle at the cap"
+
+  def test_at_worker_connections_the_oldest_silent_connection_makes_room
+    pending(SILENT_AT_THE_CAP)
+    assert_silent_ones_make_room(threads: 1)
+  end
+
+  def test_at_worker_connections_the_oldest_silent_connection_makes_room_with_threads
+    pending(SILENT_AT_THE_CAP)
+    assert_silent_ones_make_room(threads: 5)
+  end
+
   private
+
+  def assert_silent_ones_make_room(threads:)
+    # no deferred accept: the kernel queues them in the order they connect
+    @server = Narwhal::ServerProcess.start(app: APP, lint: false, listen: nil,
+                                           config: "listen '127.0.0.1:0', tcp_defer_accept: false\n" \
+                                                   "threads #{threads}\nworker_connections 20\n" \
+                                                   "client_header_timeout 120\n")
+    @idle = Array.new(60) { TCPSocket.new(@server.host, @server.port) }
+    wait_until(timeout: 20, message: "every handshake completed, the worker at its cap") do
+      syn_recv.zero? && @server.connection_fds > 20
+    end
+    failures = fast_requests(5)
+    assert_empty failures, "fast requests at the cap"
+    closed = @idle.map { |s| s.wait_readable(0) && s.read_nonblock(1, exception: false).nil? }
+    assert closed.first, "the oldest silent connection was closed"
+    refute closed.last, "the newest silent connection is held"
+  end
 
   # The header timeout outlasts the test, so that no idle connection is
   # let go of on its own while the fast client runs.
