@@ -9,6 +9,7 @@ module Narwhal
   # Directive names follow Unicorn's; every setting has a default here and a
   # line in docs/CONFIGURATION.md.
   class Configurator
+    autoload :ConnectionCap, "narwhal/configurator/connection_cap"
     autoload :DSL, "narwhal/configurator/dsl"
     autoload :Numbers, "narwhal/configurator/numbers"
     autoload :Paths, "narwhal/configurator/paths"
@@ -36,7 +37,7 @@ module Narwhal
       worker_processes: 1,
       worker_processes_auto: nil, # with :auto, the log line saying why the count
       threads: 1,
-      worker_connections: 1000,
+      worker_connections: nil, # nil: from the descriptor limit (ConnectionCap)
       timeout: 60,
       soft_timeout: nil,
       soft_timeout_keep_worker: false,

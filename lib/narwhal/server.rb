@@ -77,7 +77,8 @@ module Narwhal
     def run
       bind if @standalone && @listeners.empty?
       gate = threaded? ? AcceptGate.new(@threads, @scoreboard, @slot, @listeners.map(&:io)) : nil
-      @reactor = Reactor.new(@logger, max_handlers: @config[:worker_connections], gate: gate)
+      cap = Configurator::ConnectionCap.new(@config[:worker_connections]).limit
+      @reactor = Reactor.new(@logger, max_handlers: cap, gate: gate)
       @dispatcher.reactor = @reactor if threaded?
       @listeners.each { |l| accept_from(l) }
       install_signals

@@ -39,8 +39,11 @@ class FdExhaustionTest < Minitest::Test
   end
 
   def test_a_worker_out_of_descriptors_backs_off_quietly_and_recovers
-    # lowered in the master before it forks: the worker inherits the limit
-    server = Narwhal::ServerProcess.start(app: APP, config: "Process.setrlimit(:NOFILE, #{LIMIT})\n")
+    # lowered in the master before it forks: the worker inherits the limit;
+    # a worker_connections it cannot back (unset, the cap would keep the
+    # worker within its descriptors)
+    server = Narwhal::ServerProcess.start(app: APP,
+                                          config: "Process.setrlimit(:NOFILE, #{LIMIT})\nworker_connections 1000\n")
     worker = server.worker_pids.first
     held = Array.new(HELD) { TCPSocket.new(server.host, server.port) }
     wait_until(timeout: 20, message: "the worker running out of descriptors") do

@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "test_helper"
+require "support/kept_alive_clients"
 
 # QUIT and a graceful TERM with connections waiting in the listen queue
 # (the kernel completed them, no worker took them yet): the workers serve
@@ -8,9 +9,10 @@ require "test_helper"
 # resets them. Every app thread is held busy while they queue up.
 class ListenQueueOnStopTest < Minitest::Test
   # /hold waits (in the app) until the test creates the file "release";
-  # /busy takes 5 ms.
+  # /busy takes 5 ms; a POST gets its body back.
   APP = <<~'RU'
     run lambda { |env|
+      return [200, {}, [env["rack.input"].read]] if env["REQUEST_METHOD"] == "POST"
       sleep 0.005 if env["PATH_INFO"] == "/busy"
       if env["PATH_INFO"] == "/hold"
         File.write("held-#{Process.pid}-#{Thread.current.object_id}", "")
@@ -21,6 +23,7 @@ class ListenQueueOnStopTest < Minitest::Test
   RU
 
   def teardown
+    @clients&.stop
     @sockets&.each { |s| s.close unless s.closed? }
     @server&.stop
   end
@@ -130,5 +133,28 @@ class ListenQueueOnStopTest < Minitest::Test
   ensure
     stop = true
     clients&.each { |t| t.join(10) }
+  end
+
+  # 16 kept-alive clients POSTing back to back on 2 workers of 4 threads:
+  # QUIT ends the server with every request sent answered, those on
+  # kept-alive connections and those on connections waiting in the listen
+  # queue. Once the listeners are gone a connect is refused, which loses
+  # nothing: no request was sent.
+  def test_quit_under_load_with_threads_loses_no_request
+    # the last worker serves the listen queue one connection per pass and
+    # closes its listener with connections still arriving in it
+    pending("the listen queue drained while still listening")
+    start(workers: 2, threads: 4)
+    @clients = Narwhal::KeptAliveClients.new(count: 16, pause: 0, refusals: true) do
+      TCPSocket.new(@server.host, @server.port)
+    end.start
+    wait_until(timeout: 30, message: "requests served under load") { @clients.sent >= 500 }
+    @server.signal(:QUIT)
+    assert_equal 0, @server.wait_exit(timeout: 30).exitstatus, @server.log
+    results = @clients.stop
+    @clients = nil
+    assert_empty results.lost, "requests sent and never answered (#{results.ok} answered)"
+    assert_empty results.failed
+    assert_operator results.refused, :>, 0, "the clients ran on after the server was gone"
   end
 end

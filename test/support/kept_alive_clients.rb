@@ -7,19 +7,23 @@ module Narwhal
   # the server advertised, is replaced by a new one. A request that was
   # sent and got no response (EOF, reset) is lost: for a POST a proxy would
   # answer 502. The clients do not look for an EOF before they send: a
-  # close that races a request must not happen, not be dodged.
+  # close that races a request must not happen, not be dodged. With
+  # refusals: true a connect that fails (the server stopped listening) is
+  # counted as refused, not lost: no request was sent, and the client tries
+  # again; otherwise it ends the client's thread, and #stop raises it.
   class KeptAliveClients
-    Results = Struct.new(:ok, :lost, :failed, :closes)
+    Results = Struct.new(:ok, :lost, :failed, :closes, :refused)
     Conn = Struct.new(:client, :idle_limit, :last_response)
 
     # connect: returns a new connected socket.
-    def initialize(count: 4, pause: 0.05, path: "/", &connect)
+    def initialize(count: 4, pause: 0.05, path: "/", refusals: false, &connect)
       @count = count
+      @refusals = refusals
       @pause = pause
       @path = path
       @connect = connect
       @stop = false
-      @results = Results.new(0, [], [], 0)
+      @results = Results.new(0, [], [], 0, 0)
       @lock = Mutex.new
       @threads = []
     end
@@ -47,13 +51,25 @@ module Narwhal
       seq = 0
       until @stop
         conn = nil if conn && expired?(conn)
-        conn ||= Conn.new(RawClient.new(@connect.call), nil, nil)
-        body = "client=#{index} seq=#{seq += 1}"
-        conn = post(conn, body)
+        conn ||= open
+        if conn
+          body = "client=#{index} seq=#{seq += 1}"
+          conn = post(conn, body)
+        end
         sleep @pause # the pace of the load, not a synchronisation
       end
     ensure
       conn&.client&.close
+    end
+
+    # A new connection, or nil when the connect failed.
+    def open
+      Conn.new(RawClient.new(@connect.call), nil, nil)
+    rescue SystemCallError
+      raise unless @refusals
+
+      @lock.synchronize { @results.refused += 1 }
+      nil
     end
 
     # Returns the connection to use next (nil: open a new one).

@@ -92,7 +92,7 @@ class ConfiguratorTest < Minitest::Test
                  config_error("worker_processes 64\nthreads 65\n")
     assert_equal "2: worker_processes 65 x threads 64 is more than 4096 request threads",
                  config_error("threads 64\nworker_processes 65\n")
-    assert_equal 1000, Narwhal::Configurator.new[:worker_connections]
+    assert_nil Narwhal::Configurator.new[:worker_connections], "unset: from the descriptor limit"
     assert_equal "1: worker_connections expects an Integer >= 1, got 0", config_error("worker_connections 0\n")
   end
 
