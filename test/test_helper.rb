@@ -46,13 +46,6 @@ module Narwhal
       assert_operator Float(seen), :<, 5
     end
 
-    # For a test of behaviour that the request-threads path does not have
-    # yet: skipped unless NARWHAL_PENDING is set (then run, to see it fail
-    # or pass).
-    def pending(reason)
-      skip("pending: #{reason} (NARWHAL_PENDING=1 runs it)") unless ENV["NARWHAL_PENDING"]
-    end
-
     # Polls the block until it returns a truthy value or the deadline passes.
     def wait_until(timeout: 10, interval: 0.01, message: "condition")
       deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + timeout

@@ -273,6 +273,24 @@ static VALUE board_most_free_threads(VALUE self, VALUE vnr)
   return best == NW_SB_NONE ? Qnil : LL2NUM(best);
 }
 
+/* #siblings_listening?(nr): a worker other than nr serves and has not let
+ * go of its listeners (a reconnect may still land in a queue it holds) */
+static VALUE board_siblings_listening(VALUE self, VALUE vnr)
+{
+  struct nw_scoreboard *b = get_board(self);
+  const struct nw_sb_header *h = (const struct nw_sb_header *)b->base;
+  uint32_t span = __atomic_load_n(&h->worker_span, __ATOMIC_ACQUIRE), nr, skip;
+  worker_of(b, vnr);
+  skip = (uint32_t)NUM2LONG(vnr);
+  if (span > b->layout.workers) span = b->layout.workers;
+  for (nr = 0; nr < span; nr++) {
+    struct nw_sb_worker *w = nw_sb_worker_at(b->base, &b->layout, nr);
+    if (nr == skip || !__atomic_load_n(&w->pid, __ATOMIC_ACQUIRE)) continue;
+    if (__atomic_load_n(&w->serving, __ATOMIC_ACQUIRE) == NW_SB_SERVING) return Qtrue;
+  }
+  return Qfalse;
+}
+
 /* #idle_threads(nr, threads) -> Integer: of worker nr's first threads
  * sub-slots, those not on a request */
 static VALUE board_idle_threads(VALUE self, VALUE vnr, VALUE vthreads)
@@ -352,6 +370,7 @@ void nw_init_scoreboard(void)
   rb_define_method(c, "span=", board_set_span, 1);
   rb_define_method(c, "most_free_threads", board_most_free_threads, 1);
   rb_define_method(c, "idle_threads", board_idle_threads, 2);
+  rb_define_method(c, "siblings_listening?", board_siblings_listening, 1);
   rb_define_method(c, "thread_slot", board_thread_slot, -1);
   rb_define_method(c, "worker_slot", board_worker_slot, 1);
   nw_init_scoreboard_slots(c);

@@ -99,13 +99,18 @@ struct nw_sb_histogram {
   int64_t sum_us;
 };
 
+#define NW_SB_SERVING 1
+#define NW_SB_LET_GO 2
+
 struct nw_sb_worker {
   int64_t pid;                       /* the process in the slot; 0 = none recorded */
   int64_t accepting;                 /* while the worker takes new connections: the
                                         threads it runs (fewer than the sub-slots
                                         after a reload lowered `threads`); else 0 */
   int64_t queued;                    /* requests read and waiting for a thread */
-  int64_t serving;                   /* 1 once the worker serves (booted); 0 before */
+  int64_t serving;                   /* NW_SB_SERVING once the worker serves (booted),
+                                        NW_SB_LET_GO once a graceful stop let go of
+                                        its listeners; 0 before */
   int64_t counters[NW_SB_COUNTERS];  /* indexed by enum nw_sb_counter */
   struct nw_sb_histogram histograms[NW_SB_HISTOGRAMS]; /* by enum nw_sb_histogram_kind */
 };

@@ -223,8 +223,16 @@ static VALUE worker_slot_set_queued(VALUE self, VALUE count)
  * tells a booting worker from one that serves by it) */
 static VALUE worker_slot_set_serving(VALUE self, VALUE flag)
 {
-  __atomic_store_n(&worker_slot(self)->slot->serving, RTEST(flag) ? 1 : 0, __ATOMIC_RELEASE);
+  __atomic_store_n(&worker_slot(self)->slot->serving, RTEST(flag) ? NW_SB_SERVING : 0, __ATOMIC_RELEASE);
   return flag;
+}
+
+/* WorkerSlot#let_go!: a graceful stop let go of the worker's listeners
+ * (it still serves what it took): siblings see it no longer listens */
+static VALUE worker_slot_let_go(VALUE self)
+{
+  __atomic_store_n(&worker_slot(self)->slot->serving, NW_SB_LET_GO, __ATOMIC_RELEASE);
+  return Qnil;
 }
 
 static VALUE worker_slot_accepting(VALUE self)
@@ -264,5 +272,6 @@ void nw_init_scoreboard_slots(VALUE cScoreboard)
   rb_define_method(cWorkerSlot, "accepting?", worker_slot_accepting, 0);
   rb_define_method(cWorkerSlot, "queued=", worker_slot_set_queued, 1);
   rb_define_method(cWorkerSlot, "serving=", worker_slot_set_serving, 1);
+  rb_define_method(cWorkerSlot, "let_go!", worker_slot_let_go, 0);
   rb_define_method(cWorkerSlot, "thread", worker_slot_thread, 1);
 }

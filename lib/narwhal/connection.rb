@@ -91,6 +91,14 @@ module Narwhal
       @state == IDLE && @requests.positive? && @off >= @buf.bytesize
     end
 
+    # Has not sent a byte since it was accepted: at the connection limit it
+    # makes room after the idle kept-alive ones (closing it loses nothing
+    # it sent, and keeping it would leave clients that send in the listen
+    # queue).
+    def silent?
+      @state == IDLE && @requests.zero? && @buf.empty?
+    end
+
     # Reads what the socket has and hands on every complete request in it.
     def on_readable
       # `while true`, not `loop do`: a block here would cost allocations on
@@ -137,7 +145,9 @@ module Narwhal
       @state = IDLE
       return linger if @rejected
       return process if !@send.close_after && @off < @buf.bytesize
-      return CLOSE if @send.close_after || !@context.keepalive # nothing more once stopping
+      # the head said keep-alive: the client may send the next request now,
+      # even once stopping (it is answered with connection: close)
+      return CLOSE if @send.close_after
 
       @deadline = Clock.now + @keepalive_timeout
       KEEP
@@ -163,8 +173,10 @@ module Narwhal
 
       finish_request
       return RELEASE if hijacked
-      # (with threads, a graceful stop may have begun while the app ran)
-      return CLOSE unless outcome == Responder::KEEP && @context.keepalive
+      # KEEP: the head said keep-alive, so the connection stays even if a
+      # graceful stop began since (with threads, while the app ran): its
+      # client may send the next request at once
+      return CLOSE unless outcome == Responder::KEEP
 
       @deadline = Clock.now + @keepalive_timeout
       KEEP

@@ -9,8 +9,9 @@ module Narwhal
   # should happen to it next: KEEP it registered, CLOSE it (the reactor
   # forgets the descriptor, then calls #close), or RELEASE it (forgotten,
   # not closed: someone else took the socket, as with rack.hijack). It also
-  # has #deadline (a Clock time) and #idle? (may be closed on a graceful
-  # stop).
+  # has #deadline (a Clock time), #idle? (kept alive between requests) and
+  # #silent? (has sent nothing yet): at the connection limit the oldest
+  # idle one, else the oldest silent one, is closed to make room.
   #
   # WRITE: the handler has bytes to send that the socket would not take.
   # The reactor then waits for the descriptor to be writable, not readable,
@@ -157,18 +158,19 @@ module Narwhal
     end
 
     # A socket accepted from a listener: registered, and its first bytes
-    # read (and request served) on this thread. False when epoll refused it
-    # (the handler is closed).
-    def adopt(handler, fd)
+    # read (and request served) on this thread; or, with serve false,
+    # registered for the loop to serve when epoll reports it. False when
+    # epoll refused it (the handler is closed).
+    def adopt(handler, fd, serve: true)
       @targets[fd] = handler
       @writing[fd] = nil
       @handlers[handler] = fd
-      if @threaded
+      if @threaded && serve
         @poller.reserve(fd) # this thread's until it first arms it
       else
         @poller.add(fd, @handler_events)
       end
-      dispatch(handler, fd)
+      dispatch(handler, fd) if serve
       true
     rescue Errno::ENOMEM, Errno::ENOSPC => e
       forget(fd)
@@ -192,17 +194,18 @@ module Narwhal
       @acceptors.request_starting
     end
 
-    # Closes the oldest idle connection that no thread has; true if one was.
+    # Closes the oldest idle connection that no thread has, else the
+    # oldest silent one (never sent a byte); true if one was.
     def close_oldest_idle
-      @handlers.keys.each do |h|
-        next unless h.idle?
-        return true if drop_unowned(h)
-      end
+      handlers = @handlers.keys # in the order they were accepted
+      handlers.each { |h| return true if h.idle? && drop_unowned(h) }
+      handlers.each { |h| return true if h.silent? && drop_unowned(h) }
       false
     end
 
+    # One could be closed to make room.
     def any_idle?
-      @handlers.keys.any? { |h| h.idle? && !owned?(h) }
+      @handlers.keys.any? { |h| (h.idle? || h.silent?) && !owned?(h) }
     end
 
     private

@@ -63,6 +63,8 @@ module Narwhal
       @ready = ready
       @retire = retire
       @retire_asked = false
+      @stopping = false
+      @let_go = false # a drain let go of the listeners
       @signals = nil # SignalQueue, while running
     end
 
@@ -83,7 +85,7 @@ module Narwhal
       @listeners.each { |l| accept_from(l) }
       install_signals
       @reactor.watch(@master_pipe) { master_gone } if @master_pipe
-      @reactor.on_sweep { @access_log.flush } if @access_log
+      @reactor.on_sweep { on_sweep }
       ForkGuard.arm(@threads) if threaded?
       @soft_timeout&.start
       @counters.accepting = @threads # siblings count this many sub-slots as threads
@@ -238,14 +240,41 @@ module Narwhal
     end
 
     # drain: serve the listen queue first, when no other process will.
+    # Kept-alive clients are then told to close only once no process can
+    # take their reconnect into a queue it is about to drop (ours and our
+    # siblings' listeners are all let go of): until then responses keep
+    # them, and once they are gone a reconnect is refused and loses nothing.
     def graceful_stop(message, drain: last_to_listen?)
-      return unless @context.keepalive # the master repeats QUIT until we are gone
+      return if @stopping # the master repeats QUIT until we are gone
 
-      @context.keepalive = false
+      @stopping = true
       @counters.accepting = false # siblings stop leaving connections to us
       @logger.info(message)
-      # a worker's listeners stay the master's (its socket files too)
-      @reactor.retire(drain: drain) { @listeners.each { |l| l.close(unlink: @standalone) } }
+      return stop_keeping_alive unless drain && !@listeners.empty?
+
+      left = @listeners.size
+      @reactor.retire(drain: true) do |listener|
+        # a worker's listeners stay the master's (its socket files too)
+        listener.close(unlink: @standalone)
+        let_go if (left -= 1).zero?
+      end
+    end
+
+    def let_go
+      @counters.let_go!
+      @let_go = true
+      stop_keeping_alive unless @scoreboard.siblings_listening?(@slot)
+    end
+
+    # At every sweep: once let go, the siblings' listeners are awaited.
+    def on_sweep
+      @access_log&.flush
+      stop_keeping_alive if @let_go && @context.keepalive && !@scoreboard.siblings_listening?(@slot)
+    end
+
+    def stop_keeping_alive
+      @context.keepalive = false
+      @reactor.retire unless @let_go # no more accepting (a drain stopped it already)
     end
 
     # Standalone, or a worker whose master let go of the listeners: only

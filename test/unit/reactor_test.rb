@@ -40,6 +40,10 @@ class ReactorTest < Minitest::Test
       @idle
     end
 
+    def silent?
+      false
+    end
+
     def close
       @calls << :close
       @io.close

@@ -10,6 +10,9 @@ module Narwhal
     # state is changed under one lock, never held while a request runs.
     class Acceptors
       LISTENER_EVENTS = Poller::READ | Poller::EXCLUSIVE
+      # How long a draining process still takes connections once its listen
+      # queue is empty, before it lets go of the listener.
+      DRAIN_GRACE = 0.05
 
       # A listener and the block that makes a handler for each accepted socket.
       Acceptor = Struct.new(:listener, :factory)
@@ -30,7 +33,6 @@ module Narwhal
         @listening = false # listeners are in the epoll set
         @backoff = AcceptBackoff.new(logger)
         @retiring = nil   # #retire's block, until the listen queue is drained
-        @drain_left = {}  # fd => connections the drain may still take (nil: no count)
       end
 
       def add(listener, factory)
@@ -101,20 +103,18 @@ module Narwhal
       end
 
       # Graceful stop: no new connection, unless drain (no other process
-      # will take them): then those waiting in the listen queue are taken
-      # as when serving (only with room for them) until a look finds none,
-      # and the block lets go of the listeners, so that the last process to
-      # hold them leaves none for the kernel to reset. The drain takes at
-      # most what each queue held when it began: clients that keep
-      # connecting would otherwise keep it from ever ending.
+      # will take them): then every connection waiting in the listen queue
+      # is taken at once, without serving any yet, and the block lets go
+      # of each listener (it is given it), so that the last process to hold
+      # them leaves none for the kernel to reset; the loop threads then
+      # serve what was taken. (Serving each before taking the next would
+      # leave the listeners open for as long as that takes, and clients
+      # that keep connecting would keep them open.)
       def retire(drain, let_go_of_listeners)
         @lock.synchronize do
           next stop_locked unless drain
 
-          @retiring = let_go_of_listeners || -> {}
-          depths = ListenQueue.new.depths(@listeners.map(&:io))
-          # nil where the kernel does not say: until a look finds none
-          @drain_left = @listeners.to_h { |l| [l.io.fileno, depths[l.io]&.first] }
+          @retiring = let_go_of_listeners || ->(_listener) {}
         end
       end
 
@@ -143,10 +143,11 @@ module Narwhal
       private
 
       # One connection per wake-up: its request usually came with it and is
-      # served at once, on this thread; the next pending connection wakes a
-      # worker again, so that no worker takes more than it serves. True
-      # when a connection was taken (or tried and failed).
-      def accept(acceptor)
+      # served at once, on this thread (unless serve is false: then the
+      # loop serves it when epoll reports it); the next pending connection
+      # wakes a worker again, so that no worker takes more than it serves.
+      # True when a connection was taken (or tried and failed).
+      def accept(acceptor, serve: true)
         sock = acceptor.listener.accept_nonblock
         return false if sock == :wait_readable
 
@@ -156,10 +157,12 @@ module Narwhal
         count = @reactor.handler_count
         count -= 1 if count >= @max_handlers && @reactor.close_oldest_idle
         hold_if_full if count + 1 >= @max_handlers
-        @reactor.adopt(handler, sock.fileno) && accepted(handler)
+        @reactor.adopt(handler, sock.fileno, serve: serve) && serve && accepted(handler)
         true
       rescue Errno::ECONNABORTED, Errno::EPROTO, Errno::EINTR
         true
+      rescue IOError
+        false # let go of by a drain on another thread
       rescue Errno::EMFILE, Errno::ENFILE, Errno::ENOBUFS, Errno::ENOMEM => e
         back_off(e)
         true
@@ -229,41 +232,65 @@ module Narwhal
         end
       end
 
-      # While retiring, on each pass: with room to serve (or nothing left
-      # to do), one connection from a listener that has one waiting; once
-      # none has, the listeners go.
+      # On the first pass after #retire(drain: true), by one thread: the
+      # listeners leave the epoll set, each is emptied (#take_all) and let
+      # go of at once.
       def drain
-        acceptor = @lock.synchronize { next_to_drain }
-        return unless acceptor
+        let_go = @lock.synchronize { take_retiring } or return
 
-        took = accept(acceptor)
-        @lock.synchronize { @drain_left[acceptor.listener.io.fileno] = 0 unless took }
+        begin
+          @listeners.each do |listener|
+            take_all(@by_fd[listener.io.fileno])
+            let_go.call(listener)
+          end
+        ensure
+          @lock.synchronize { stop_locked }
+        end
       end
 
-      # Under the lock: the acceptor to take one from (its count taken), or
-      # nil; when every listener is drained, they go.
-      def next_to_drain
-        return unless @retiring && (@listening || @reactor.handler_count.zero?)
-
-        fd, left = @drain_left.find { |_, n| n.nil? || n.positive? }
-        return finish_drain unless fd
-
-        @drain_left[fd] = left - 1 if left
-        @by_fd[fd] || (@drain_left[fd] = 0) && nil
-      end
-
-      def finish_drain
+      def take_retiring
         let_go = @retiring
         @retiring = nil
-        stop_locked
-        let_go.call
+        @held = true
+        update
+        let_go
+      end
+
+      # Until the listen queue is empty, or accepting must pause (no
+      # descriptor, the connection limit with none idle to close). Then,
+      # for DRAIN_GRACE, what still arrives: with TCP_DEFER_ACCEPT a client
+      # whose connect succeeded is not in the queue until its request
+      # arrives, and closing the listener meanwhile would reset it; the
+      # deferral is turned off first, so that what connects during the
+      # grace is queued at once.
+      def take_all(acceptor)
+        return unless acceptor
+
+        no_deferral(acceptor.listener.io)
+        until_at = Clock.now + DRAIN_GRACE
+        loop do
+          nil while can_take? && accept(acceptor, serve: false)
+          left = until_at - Clock.now
+          break unless can_take? && left.positive?
+
+          IO.select([acceptor.listener.io], nil, nil, left)
+        end
+      end
+
+      def can_take?
+        !@resume_at && !@full
+      end
+
+      def no_deferral(io)
+        io.setsockopt(Socket::IPPROTO_TCP, Socket::TCP_DEFER_ACCEPT, 0) unless io.local_address.unix?
+      rescue SystemCallError, IOError
         nil
       end
 
       def stop_locked
         @held = true
         update
-        @listeners.each { |l| @by_fd[l.io.fileno] = nil }
+        @by_fd.clear # (a drained listener is closed already)
         @listeners.clear
         @resume_at = nil
       end
