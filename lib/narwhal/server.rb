@@ -263,6 +263,7 @@ module Narwhal
     def let_go
       @counters.let_go!
       @let_go = true
+      @logger.info("listen queue taken, listeners let go of")
       stop_keeping_alive unless @scoreboard.siblings_listening?(@slot)
     end
 

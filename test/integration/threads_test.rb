@@ -244,9 +244,10 @@ class ThreadsTest < Minitest::Test
 
   # States: idle kept-alive, a response being sent from the spool to a
   # client not reading, in the app (both threads), queued behind them, and
-  # a head half sent; all on connections the worker holds. The idle one
-  # stays open (its keep-alive timeout has not passed): a request on it is
-  # answered, as all the others, with connection: close.
+  # a head half sent; all on connections the worker holds. The idle one,
+  # and the one whose spooled response said keep-alive, stay open (their
+  # keep-alive timeout has not passed): a request on them is answered, as
+  # all the others, with connection: close.
   def test_quit_with_requests_in_every_state
     # time enough for the idle connection's keep-alive on a loaded machine
     start(workers: 1, threads: 2, extra: "keepalive_timeout 30\n")
@@ -262,7 +263,9 @@ class ThreadsTest < Minitest::Test
     # no thread is free to read them: they wait at the server
     wait_until(message: "both at the server") { [queued, partial].all? { |c| unread_bytes(c)&.positive? } }
     @server.signal(:QUIT)
-    wait_until(message: "QUIT taken") { @server.log.include?("QUIT received: finishing") }
+    # responses keep their connections until the listeners are gone (a
+    # reconnect would land in a queue about to be dropped)
+    wait_until(message: "QUIT taken") { @server.log.include?("listeners let go of") }
     # its keep-alive timeout has not passed: a request may still come on it
     idle.write("GET /pid HTTP/1.1\r\nHost: t\r\n\r\n")
     partial.write("\r\n")
@@ -275,6 +278,10 @@ class ThreadsTest < Minitest::Test
     end
     big = writing.read_response(timeout: 20)
     assert_equal 20 * 1024 * 1024, big.body.count("x"), "the spooled response is sent whole"
+    # its head said keep-alive: the connection stays for the next request,
+    # which is the last
+    last = get(writing, "/pid")
+    assert_equal [200, "close"], [last.status, last["connection"]]
     assert writing.closed?(timeout: 5)
     assert @server.wait_exit(timeout: 10).success?
   end

@@ -32,7 +32,6 @@ module Narwhal
         @gate_open = true
         @listening = false # listeners are in the epoll set
         @backoff = AcceptBackoff.new(logger)
-        @retiring = nil   # #retire's block, until the listen queue is drained
       end
 
       def add(listener, factory)
@@ -86,7 +85,6 @@ module Narwhal
       def pass(now)
         back_off_over(now) if @resume_at && now >= @resume_at
         check_gate(now) if @gate
-        drain if @retiring
       end
 
       # A loop thread is about to run a request it read: the gate looks
@@ -104,18 +102,18 @@ module Narwhal
 
       # Graceful stop: no new connection, unless drain (no other process
       # will take them): then every connection waiting in the listen queue
-      # is taken at once, without serving any yet, and the block lets go
+      # is taken now, on the calling thread, without serving any yet (the
+      # loop threads serve them, even while all of them were in the app
+      # when the stop came), and the block lets go
       # of each listener (it is given it), so that the last process to hold
       # them leaves none for the kernel to reset; the loop threads then
       # serve what was taken. (Serving each before taking the next would
       # leave the listeners open for as long as that takes, and clients
       # that keep connecting would keep them open.)
       def retire(drain, let_go_of_listeners)
-        @lock.synchronize do
-          next stop_locked unless drain
+        return stop unless drain
 
-          @retiring = let_go_of_listeners || ->(_listener) {}
-        end
+        drain(let_go_of_listeners || ->(_listener) {})
       end
 
       # accept(2) failed for want of a shared resource: every listener
@@ -232,28 +230,22 @@ module Narwhal
         end
       end
 
-      # On the first pass after #retire(drain: true), by one thread: the
+      # On the thread that asked (it serves nothing meanwhile): the
       # listeners leave the epoll set, each is emptied (#take_all) and let
       # go of at once.
-      def drain
-        let_go = @lock.synchronize { take_retiring } or return
-
-        begin
-          @listeners.each do |listener|
-            take_all(@by_fd[listener.io.fileno])
-            let_go.call(listener)
-          end
-        ensure
-          @lock.synchronize { stop_locked }
+      def drain(let_go)
+        @lock.synchronize { hold_locked }
+        @listeners.each do |listener|
+          take_all(@by_fd[listener.io.fileno])
+          let_go.call(listener)
         end
+      ensure
+        @lock.synchronize { stop_locked }
       end
 
-      def take_retiring
-        let_go = @retiring
-        @retiring = nil
+      def hold_locked
         @held = true
         update
-        let_go
       end
 
       # Until the listen queue is empty, or accepting must pause (no
