@@ -2,19 +2,27 @@
 
 require "rbconfig"
 
-# The parser's libFuzzer target and the AddressSanitizer run of its unit
+# The parser's libFuzzer targets and the AddressSanitizer run of its unit
 # tests. See fuzz/README.md. Everything built or found goes to tmp/ (ignored
 # by git); fuzz/corpus holds only the small committed seed set.
 #
-# bin/test runs both, so they are quiet unless they fail: one summary line on
-# success, the full output (and the reproducer) on failure. VERBOSE=1 shows
-# everything as it happens.
+# bin/test runs them all, so they are quiet unless they fail: one summary
+# line on success, the full output (and the reproducer) on failure.
+# VERBOSE=1 shows everything as it happens.
 module NarwhalFuzz
   ROOT = File.expand_path("..", __dir__)
   DIR = File.join(ROOT, "fuzz")
   OUT = File.join(ROOT, "tmp", "fuzz")
-  BIN = File.join(OUT, "fuzz_parser")
-  SOURCES = [File.join(DIR, "fuzz_parser.c"), File.join(ROOT, "ext", "narwhal_http", "parser.c")].freeze
+  SEEDS = File.join(DIR, "corpus")
+  # fuzz_parser: the bytes of a connection; fuzz_reads: a read plan, then
+  # those bytes (fuzz/fuzz_reads.c)
+  TARGETS = %w[fuzz_parser fuzz_reads].freeze
+  SHARED_SOURCES = [File.join(DIR, "replay.c"), File.join(ROOT, "ext", "narwhal_http", "parser.c")].freeze
+  # Plans put before each seed for fuzz_reads, so that its seeds are the
+  # same requests: one byte per read; reads of 3, 1, 5 and 2 bytes; reads
+  # of 3, 7, 1 and 13 bytes, dropping the consumed bytes before the first
+  # and the third.
+  READ_PLANS = ["\x00", "\x04\x03\x01\x05\x02", "\x04\x83\x07\x81\x0d"].map(&:b).freeze
   # undefined: UBSan's default set; the last two are not undefined behaviour
   # in C but are bugs in a parser (a size that wraps, a length truncated)
   SANITIZERS = "fuzzer,address,undefined,unsigned-integer-overflow,implicit-conversion"
@@ -74,85 +82,113 @@ module NarwhalFuzz
     path.delete_prefix("#{ROOT}/")
   end
 
-  # "fuzz: no crash: 812345 runs in 61 s (13317/s), coverage 378, corpus 981 inputs"
-  def run_summary(output, log)
+  def binary(name)
+    File.join(OUT, name)
+  end
+
+  # Builds tmp/fuzz/<name> from fuzz/<name>.c; aborts, saying why, on failure.
+  def build(cc, name)
+    log = File.join(OUT, "build.log")
+    bin = binary(name)
+    # linked beside the target and renamed: a failed build leaves a fuzzer
+    # that another run may be using in place
+    part = "#{bin}.#{Process.pid}"
+    status = run_logged(log, cc, "-g", "-O1", "-Wall", "-Wextra", "-Werror", "-fno-omit-frame-pointer",
+                        "-fsanitize=#{SANITIZERS}", "-fno-sanitize-recover=all",
+                        "-o", part, File.join(DIR, "#{name}.c"), *SHARED_SOURCES)
+    return File.rename(part, bin) if status.success?
+
+    FileUtils.rm_f(part)
+    output = verbose? ? "" : File.read(log)
+    $stderr.puts output
+    missing = output[/cannot find (\S*clang_rt[^\s:]*)/, 1]
+    abort missing_runtime(cc, "the link cannot find #{missing}") if missing
+
+    abort "fuzz: building #{relative(bin)} failed (clang's output above)"
+  end
+
+  # The fuzzer writes what it learns into corpus, so the committed seed dir
+  # stays small. fuzz_reads gets each seed behind each of READ_PLANS.
+  def seed(name, corpus)
+    FileUtils.mkdir_p(corpus)
+    seeds = Dir[File.join(SEEDS, "*")]
+    return FileUtils.cp(seeds, corpus) if name == "fuzz_parser"
+
+    seeds.each do |path|
+      READ_PLANS.each_with_index do |plan, i|
+        File.binwrite(File.join(corpus, "plan#{i}-#{File.basename(path)}"), plan + File.binread(path))
+      end
+    end
+  end
+
+  # Runs tmp/fuzz/<name> for seconds: one process, its corpus in
+  # tmp/fuzz/<corpus>, its reproducers written to tmp/fuzz/.
+  def fuzz(name, seconds, corpus:, log:, artifacts:)
+    abort "#{name}: SECONDS must be positive" unless seconds.positive?
+    corpus = File.join(OUT, corpus)
+    log = File.join(OUT, log)
+    seed(name, corpus)
+    status = run_logged(log, binary(name), "-dict=#{File.join(DIR, 'http.dict')}", "-max_total_time=#{seconds}",
+                        "-max_len=4096", "-timeout=10", "-print_final_stats=1",
+                        "-artifact_prefix=#{File.join(OUT, artifacts)}", corpus)
+    if verbose?
+      return if status.success?
+
+      abort "#{name}: FAILED (#{describe(status)}); the reproducer is named above"
+    end
+    output = File.read(log)
+    return puts run_summary(name, output, log) if status.success?
+
+    report_failure(name, status, output, log)
+  end
+
+  # "fuzz_parser: no crash: 812345 runs in 61 s (13317/s), coverage 378, corpus 981 inputs"
+  def run_summary(name, output, log)
     runs, secs = output.match(/^Done (\d+) runs in (\d+) second/)&.captures
-    return "fuzz: no crash (libFuzzer's output: #{relative(log)})" unless runs
+    return "#{name}: no crash (libFuzzer's output: #{relative(log)})" unless runs
 
     rate = output[/^stat::average_exec_per_sec:\s+(\d+)/, 1]
     cov, corp = output.match(/^#\d+\tDONE\s+cov: (\d+) ft: \d+ corp: (\d+)/)&.captures
     parts = ["#{runs} runs in #{secs} s#{" (#{rate}/s)" if rate}"]
     parts << "coverage #{cov}, corpus #{corp} inputs" if cov
-    "fuzz: no crash: #{parts.join(', ')}"
+    "#{name}: no crash: #{parts.join(', ')}"
   end
 
   # The crash report without the progress lines before it, then each
   # reproducer libFuzzer wrote (crash-*, timeout-*, oom-*, leak-*).
-  def report_failure(status, output, log)
+  def report_failure(name, status, output, log)
     $stderr.puts output.lines.grep_v(PROGRESS).join
     found = output.scan(/Test unit written to (\S+)/).flatten
     if found.empty?
-      abort "fuzz: FAILED (#{describe(status)}) and wrote no reproducer; libFuzzer's output: #{relative(log)}"
+      abort "#{name}: FAILED (#{describe(status)}) and wrote no reproducer; libFuzzer's output: #{relative(log)}"
     end
 
     abort found.map { |path|
-      "fuzz: FAILED: reproducer #{path} (its bytes are above, also as Base64)\n" \
-        "fuzz: reproduce with: #{relative(BIN)} #{relative(path)}"
+      "#{name}: FAILED: reproducer #{path} (its bytes are above, also as Base64)\n" \
+        "#{name}: reproduce with: #{relative(binary(name))} #{relative(path)}"
     }.join("\n")
   end
 end
 
 namespace :fuzz do
-  desc "Build the libFuzzer target tmp/fuzz/fuzz_parser (needs clang and libclang-rt-*-dev)"
+  desc "Build the libFuzzer targets tmp/fuzz/fuzz_parser and tmp/fuzz/fuzz_reads (needs clang and libclang-rt-*-dev)"
   task :build do
     cc = NarwhalFuzz.clang
     NarwhalFuzz.check_runtime(cc)
     mkdir_p NarwhalFuzz::OUT, verbose: false
-    log = File.join(NarwhalFuzz::OUT, "build.log")
-    # linked beside the target and renamed: a failed build leaves a fuzzer
-    # that another run may be using in place
-    part = "#{NarwhalFuzz::BIN}.#{Process.pid}"
-    status = NarwhalFuzz.run_logged(log, cc, "-g", "-O1", "-Wall", "-Wextra", "-Werror", "-fno-omit-frame-pointer",
-                                    "-fsanitize=#{NarwhalFuzz::SANITIZERS}", "-fno-sanitize-recover=all",
-                                    "-o", part, *NarwhalFuzz::SOURCES)
-    next File.rename(part, NarwhalFuzz::BIN) if status.success?
-
-    rm_f part, verbose: false
-
-    output = NarwhalFuzz.verbose? ? "" : File.read(log)
-    $stderr.puts output
-    missing = output[/cannot find (\S*clang_rt[^\s:]*)/, 1]
-    abort NarwhalFuzz.missing_runtime(cc, "the link cannot find #{missing}") if missing
-
-    abort "fuzz: building #{NarwhalFuzz.relative(NarwhalFuzz::BIN)} failed (clang's output above)"
+    NarwhalFuzz::TARGETS.each { |name| NarwhalFuzz.build(cc, name) }
   end
 
   desc "Fuzz the parser for SECONDS (default 60): one process, corpus in tmp/fuzz/corpus, crashes in tmp/fuzz/"
   task :run, [:seconds] => :build do |_, args|
-    seconds = Integer(args[:seconds] || 60)
-    abort "fuzz:run: SECONDS must be positive" unless seconds.positive?
-    corpus = File.join(NarwhalFuzz::OUT, "corpus")
-    mkdir_p corpus, verbose: false
-    # the fuzzer writes what it learns here, so the committed seed dir stays small
-    cp Dir[File.join(NarwhalFuzz::DIR, "corpus", "*")], corpus, verbose: false
-    log = File.join(NarwhalFuzz::OUT, "run.log")
-    status = NarwhalFuzz.run_logged(log, NarwhalFuzz::BIN,
-                                "-dict=#{File.join(NarwhalFuzz::DIR, 'http.dict')}",
-                                "-max_total_time=#{seconds}",
-                                "-max_len=4096",
-                                "-timeout=10",
-                                "-print_final_stats=1",
-                                "-artifact_prefix=#{NarwhalFuzz::OUT}/",
-                                corpus)
-    if NarwhalFuzz.verbose?
-      next if status.success?
+    NarwhalFuzz.fuzz("fuzz_parser", Integer(args[:seconds] || 60), corpus: "corpus", log: "run.log", artifacts: "")
+  end
 
-      abort "fuzz: FAILED (#{NarwhalFuzz.describe(status)}); the reproducer is named above"
-    end
-    output = File.read(log)
-    next puts NarwhalFuzz.run_summary(output, log) if status.success?
-
-    NarwhalFuzz.report_failure(status, output, log)
+  desc "Fuzz the parser with read sizes and splits the fuzzer chooses, for SECONDS (default 60): " \
+       "corpus in tmp/fuzz/corpus_reads, crashes in tmp/fuzz/fuzz_reads-*"
+  task :reads, [:seconds] => :build do |_, args|
+    NarwhalFuzz.fuzz("fuzz_reads", Integer(args[:seconds] || 60), corpus: "corpus_reads", log: "reads.log",
+                                                                   artifacts: "fuzz_reads-")
   end
 end
 
