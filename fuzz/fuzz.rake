@@ -2,9 +2,10 @@
 
 require "rbconfig"
 
-# The parser's libFuzzer targets and the AddressSanitizer run of its unit
-# tests. See fuzz/README.md. Everything built or found goes to tmp/ (ignored
-# by git); fuzz/corpus holds only the small committed seed set.
+# The libFuzzer targets (the request parser, the response head) and the
+# AddressSanitizer run of the extension's unit tests. See fuzz/README.md.
+# Everything built or found goes to tmp/ (ignored by git); fuzz/corpus and
+# fuzz/corpus_response hold only the small committed seed sets.
 #
 # bin/test runs them all, so they are quiet unless they fail: one summary
 # line on success, the full output (and the reproducer) on failure.
