@@ -2,22 +2,57 @@
 
 require "rbconfig"
 
-# The parser's libFuzzer target and the AddressSanitizer run of its unit
-# tests. See fuzz/README.md. Everything built or found goes to tmp/ (ignored
-# by git); fuzz/corpus holds only the small committed seed set.
+# The libFuzzer targets (the request parser, the response head) and the
+# AddressSanitizer run of the extension's unit tests. See fuzz/README.md.
+# Everything built or found goes to tmp/ (ignored by git); fuzz/corpus and
+# fuzz/corpus_response hold only the small committed seed sets.
 #
-# bin/test runs both, so they are quiet unless they fail: one summary line on
-# success, the full output (and the reproducer) on failure. VERBOSE=1 shows
-# everything as it happens.
+# bin/test runs them all, so they are quiet unless they fail: one summary
+# line on success, the full output (and the reproducer) on failure.
+# VERBOSE=1 shows everything as it happens.
 module NarwhalFuzz
   ROOT = File.expand_path("..", __dir__)
   DIR = File.join(ROOT, "fuzz")
   OUT = File.join(ROOT, "tmp", "fuzz")
-  BIN = File.join(OUT, "fuzz_parser")
-  SOURCES = [File.join(DIR, "fuzz_parser.c"), File.join(ROOT, "ext", "narwhal_http", "parser.c")].freeze
+  EXT = File.join(ROOT, "ext", "narwhal_http")
   # undefined: UBSan's default set; the last two are not undefined behaviour
   # in C but are bugs in a parser (a size that wraps, a length truncated)
   SANITIZERS = "fuzzer,address,undefined,unsigned-integer-overflow,implicit-conversion"
+
+  # One libFuzzer target: tmp/fuzz/<name>, built from fuzz/<name>.c and
+  # sources; fuzzed from the seeds in fuzz/<seeds> copied to tmp/fuzz/<corpus>
+  # (each behind each of plans, when given), its output in tmp/fuzz/<log>,
+  # its reproducers tmp/fuzz/<artifacts>crash-*.
+  Target = Struct.new(:name, :sources, :cflags, :libs, :sanitizers, :seeds, :plans, :dict, :corpus, :log,
+                      :artifacts, :options, :env, keyword_init: true)
+
+  PARSER_SOURCES = [File.join(DIR, "replay.c"), File.join(EXT, "parser.c")].freeze
+  # Plans put before each seed for fuzz_reads (fuzz/fuzz_reads.c), so that
+  # its seeds are the same requests: one byte per read; reads of 3, 1, 5 and
+  # 2 bytes; reads of 3, 7, 1 and 13 bytes, dropping the consumed bytes
+  # before the first and the third.
+  READ_PLANS = ["\x00", "\x04\x03\x01\x05\x02", "\x04\x83\x07\x81\x0d"].map(&:b).freeze
+  # fuzz_response embeds Ruby. Ruby's headers are not -Wextra clean, and
+  # the extension is built with -Wno-unused-parameter (extconf.rb): Ruby's
+  # method signatures take arguments a method may not use. Ruby's own inline
+  # functions convert sizes implicitly, so only the default UBSan set. Its
+  # heap is freed by its GC, which LeakSanitizer cannot follow: no leak
+  # checks.
+  RUBY_CFLAGS = ["-isystem", RbConfig::CONFIG["rubyhdrdir"], "-isystem", RbConfig::CONFIG["rubyarchhdrdir"],
+                 "-Wno-unused-parameter"].freeze
+  RUBY_LIBS = ["-L#{RbConfig::CONFIG['libdir']}", *RbConfig::CONFIG["LIBRUBYARG_SHARED"].split].freeze
+
+  TARGETS = [
+    Target.new(name: "fuzz_parser", sources: PARSER_SOURCES, seeds: "corpus", dict: "http.dict",
+               corpus: "corpus", log: "run.log", artifacts: ""),
+    Target.new(name: "fuzz_reads", sources: PARSER_SOURCES, seeds: "corpus", plans: READ_PLANS, dict: "http.dict",
+               corpus: "corpus_reads", log: "reads.log", artifacts: "fuzz_reads-"),
+    Target.new(name: "fuzz_response", sources: [File.join(EXT, "response.c")], cflags: RUBY_CFLAGS, libs: RUBY_LIBS,
+               sanitizers: "fuzzer,address,undefined", seeds: "corpus_response", dict: "response.dict",
+               corpus: "corpus_response", log: "response.log", artifacts: "fuzz_response-",
+               options: ["-detect_leaks=0"], env: { "ASAN_OPTIONS" => "detect_leaks=0" })
+  ].to_h { |target| [target.name, target] }.freeze
+
   ASAN_DIR = File.join(ROOT, "tmp", "asan")
   # libFuzzer's progress lines ("#4096\tpulse cov: ..."), one per new input
   PROGRESS = /\A(#\d+\t|\tNEW_FUNC)/
@@ -74,85 +109,125 @@ module NarwhalFuzz
     path.delete_prefix("#{ROOT}/")
   end
 
-  # "fuzz: no crash: 812345 runs in 61 s (13317/s), coverage 378, corpus 981 inputs"
-  def run_summary(output, log)
+  def binary(name)
+    File.join(OUT, name)
+  end
+
+  # Builds the target; aborts, saying why, on failure.
+  def build(cc, target)
+    log = File.join(OUT, "build.log")
+    bin = binary(target.name)
+    # linked beside the target and renamed: a failed build leaves a fuzzer
+    # that another run may be using in place
+    part = "#{bin}.#{Process.pid}"
+    status = run_logged(log, cc, "-g", "-O1", "-Wall", "-Wextra", *target.cflags, "-Werror", "-fno-omit-frame-pointer",
+                        "-fsanitize=#{target.sanitizers || SANITIZERS}", "-fno-sanitize-recover=all",
+                        "-o", part, File.join(DIR, "#{target.name}.c"), *target.sources, *target.libs)
+    return File.rename(part, bin) if status.success?
+
+    FileUtils.rm_f(part)
+    output = verbose? ? "" : File.read(log)
+    $stderr.puts output
+    missing = output[/cannot find (\S*clang_rt[^\s:]*)/, 1]
+    abort missing_runtime(cc, "the link cannot find #{missing}") if missing
+
+    abort "fuzz: building #{relative(bin)} failed (clang's output above)"
+  end
+
+  # The fuzzer writes what it learns into corpus, so the committed seed dir
+  # stays small.
+  def seed(target, corpus)
+    FileUtils.mkdir_p(corpus)
+    seeds = Dir[File.join(DIR, target.seeds, "*")]
+    return FileUtils.cp(seeds, corpus) unless target.plans
+
+    seeds.each do |path|
+      target.plans.each_with_index do |plan, i|
+        File.binwrite(File.join(corpus, "plan#{i}-#{File.basename(path)}"), plan + File.binread(path))
+      end
+    end
+  end
+
+  # Runs the target for seconds: one process; prints one line, or the
+  # report and the reproducer and fails.
+  def fuzz(name, seconds)
+    target = TARGETS.fetch(name)
+    abort "#{name}: SECONDS must be positive" unless seconds.positive?
+    corpus = File.join(OUT, target.corpus)
+    log = File.join(OUT, target.log)
+    seed(target, corpus)
+    status = run_logged(log, target.env || {}, binary(name), "-dict=#{File.join(DIR, target.dict)}",
+                        "-max_total_time=#{seconds}", "-max_len=4096", "-timeout=10", "-print_final_stats=1",
+                        *target.options, "-artifact_prefix=#{File.join(OUT, target.artifacts)}", corpus)
+    if verbose?
+      return if status.success?
+
+      abort "#{name}: FAILED (#{describe(status)}); the reproducer is named above"
+    end
+    report(name, status, log)
+  end
+
+  # One line on success; else the report and the reproducer, and fails.
+  def report(name, status, log)
+    # as bytes: a report quotes the input that failed, which need not be UTF-8
+    output = File.binread(log)
+    return puts run_summary(name, output, log) if status.success?
+
+    report_failure(name, status, output, log)
+  end
+
+  # "fuzz_parser: no crash: 812345 runs in 61 s (13317/s), coverage 378, corpus 981 inputs"
+  def run_summary(name, output, log)
     runs, secs = output.match(/^Done (\d+) runs in (\d+) second/)&.captures
-    return "fuzz: no crash (libFuzzer's output: #{relative(log)})" unless runs
+    return "#{name}: no crash (libFuzzer's output: #{relative(log)})" unless runs
 
     rate = output[/^stat::average_exec_per_sec:\s+(\d+)/, 1]
     cov, corp = output.match(/^#\d+\tDONE\s+cov: (\d+) ft: \d+ corp: (\d+)/)&.captures
     parts = ["#{runs} runs in #{secs} s#{" (#{rate}/s)" if rate}"]
     parts << "coverage #{cov}, corpus #{corp} inputs" if cov
-    "fuzz: no crash: #{parts.join(', ')}"
+    "#{name}: no crash: #{parts.join(', ')}"
   end
 
   # The crash report without the progress lines before it, then each
   # reproducer libFuzzer wrote (crash-*, timeout-*, oom-*, leak-*).
-  def report_failure(status, output, log)
+  def report_failure(name, status, output, log)
     $stderr.puts output.lines.grep_v(PROGRESS).join
     found = output.scan(/Test unit written to (\S+)/).flatten
     if found.empty?
-      abort "fuzz: FAILED (#{describe(status)}) and wrote no reproducer; libFuzzer's output: #{relative(log)}"
+      abort "#{name}: FAILED (#{describe(status)}) and wrote no reproducer; libFuzzer's output: #{relative(log)}"
     end
 
     abort found.map { |path|
-      "fuzz: FAILED: reproducer #{path} (its bytes are above, also as Base64)\n" \
-        "fuzz: reproduce with: #{relative(BIN)} #{relative(path)}"
+      "#{name}: FAILED: reproducer #{path} (its bytes are above, also as Base64)\n" \
+        "#{name}: reproduce with: #{relative(binary(name))} #{relative(path)}"
     }.join("\n")
   end
 end
 
 namespace :fuzz do
-  desc "Build the libFuzzer target tmp/fuzz/fuzz_parser (needs clang and libclang-rt-*-dev)"
+  desc "Build the libFuzzer targets tmp/fuzz/fuzz_{parser,reads,response} (needs clang and libclang-rt-*-dev)"
   task :build do
     cc = NarwhalFuzz.clang
     NarwhalFuzz.check_runtime(cc)
     mkdir_p NarwhalFuzz::OUT, verbose: false
-    log = File.join(NarwhalFuzz::OUT, "build.log")
-    # linked beside the target and renamed: a failed build leaves a fuzzer
-    # that another run may be using in place
-    part = "#{NarwhalFuzz::BIN}.#{Process.pid}"
-    status = NarwhalFuzz.run_logged(log, cc, "-g", "-O1", "-Wall", "-Wextra", "-Werror", "-fno-omit-frame-pointer",
-                                    "-fsanitize=#{NarwhalFuzz::SANITIZERS}", "-fno-sanitize-recover=all",
-                                    "-o", part, *NarwhalFuzz::SOURCES)
-    next File.rename(part, NarwhalFuzz::BIN) if status.success?
-
-    rm_f part, verbose: false
-
-    output = NarwhalFuzz.verbose? ? "" : File.read(log)
-    $stderr.puts output
-    missing = output[/cannot find (\S*clang_rt[^\s:]*)/, 1]
-    abort NarwhalFuzz.missing_runtime(cc, "the link cannot find #{missing}") if missing
-
-    abort "fuzz: building #{NarwhalFuzz.relative(NarwhalFuzz::BIN)} failed (clang's output above)"
+    NarwhalFuzz::TARGETS.each_value { |target| NarwhalFuzz.build(cc, target) }
   end
 
   desc "Fuzz the parser for SECONDS (default 60): one process, corpus in tmp/fuzz/corpus, crashes in tmp/fuzz/"
   task :run, [:seconds] => :build do |_, args|
-    seconds = Integer(args[:seconds] || 60)
-    abort "fuzz:run: SECONDS must be positive" unless seconds.positive?
-    corpus = File.join(NarwhalFuzz::OUT, "corpus")
-    mkdir_p corpus, verbose: false
-    # the fuzzer writes what it learns here, so the committed seed dir stays small
-    cp Dir[File.join(NarwhalFuzz::DIR, "corpus", "*")], corpus, verbose: false
-    log = File.join(NarwhalFuzz::OUT, "run.log")
-    status = NarwhalFuzz.run_logged(log, NarwhalFuzz::BIN,
-                                "-dict=#{File.join(NarwhalFuzz::DIR, 'http.dict')}",
-                                "-max_total_time=#{seconds}",
-                                "-max_len=4096",
-                                "-timeout=10",
-                                "-print_final_stats=1",
-                                "-artifact_prefix=#{NarwhalFuzz::OUT}/",
-                                corpus)
-    if NarwhalFuzz.verbose?
-      next if status.success?
+    NarwhalFuzz.fuzz("fuzz_parser", Integer(args[:seconds] || 60))
+  end
 
-      abort "fuzz: FAILED (#{NarwhalFuzz.describe(status)}); the reproducer is named above"
-    end
-    output = File.read(log)
-    next puts NarwhalFuzz.run_summary(output, log) if status.success?
+  desc "Fuzz the parser in reads the fuzzer chooses, for SECONDS (default 60): " \
+       "corpus in tmp/fuzz/corpus_reads, crashes in tmp/fuzz/fuzz_reads-*"
+  task :reads, [:seconds] => :build do |_, args|
+    NarwhalFuzz.fuzz("fuzz_reads", Integer(args[:seconds] || 60))
+  end
 
-    NarwhalFuzz.report_failure(status, output, log)
+  desc "Fuzz the response head writer for SECONDS (default 60): " \
+       "corpus in tmp/fuzz/corpus_response, crashes in tmp/fuzz/fuzz_response-*"
+  task :response, [:seconds] => :build do |_, args|
+    NarwhalFuzz.fuzz("fuzz_response", Integer(args[:seconds] || 60))
   end
 end
 

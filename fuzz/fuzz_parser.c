@@ -1,10 +1,10 @@
 /*
  * libFuzzer target for the request parser (ext/narwhal_http/parser.c).
  *
- * Differential: the input is parsed as a stream of pipelined requests four
- * times, feeding the parser the way the server does (unconsumed bytes stay
- * in the buffer and are passed again, at the returned offset, with the next
- * read):
+ * Differential: the input is replayed as a stream of pipelined requests
+ * four times (replay.c), feeding the parser the way the server does
+ * (unconsumed bytes stay in the buffer and are passed again, at the
+ * returned offset, with the next read):
  *
  *   (a) whole, in one read;
  *   (b) split in two reads at a point derived from the data;
@@ -12,375 +12,25 @@
  *   (d) reads of irregular sizes (1..32 bytes, derived from the data) into a
  *       buffer that is never compacted, so offsets keep growing.
  *
- * Every run records, as text, what the callbacks reported (method, target
- * and its parts, version, Host, each field and trailer), and for each
- * complete request its Content-Length, flags (chunked, close, ...) and the
- * decoded body bytes; then the final status (error code), the number of
- * requests, the parser state and the bytes left unconsumed. The four
- * records must be identical, or the target prints them and aborts.
- *
- * On top of that, every callback checks what the parser promises: spans lie
- * inside the bytes passed in, methods and field names are tokens, field
- * values carry no CR/LF/NUL and no surrounding whitespace, error codes are
- * ones the server knows, offsets never go backwards. AddressSanitizer and
- * UBSan catch memory and arithmetic errors on the way.
+ * The four records must be identical, or the target prints them and aborts.
+ * fuzz_reads.c lets the fuzzer choose the reads instead.
  */
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
-#include "../ext/narwhal_http/parser.h"
-
-/* Small limits so that the fuzzer reaches them. */
-#define FUZZ_MAX_REQUEST_LINE 512
-#define FUZZ_MAX_HEADER_SIZE 2048
-#define FUZZ_MAX_HEADER_FIELDS 16
-#define FUZZ_MAX_BODY 4096
-#define FUZZ_MAX_INPUT (64 * 1024)
-/* How much of each record to print when the runs disagree. */
-#define FUZZ_SHOW 6000
-
-/* ---- a growable text buffer ---- */
-
-typedef struct {
-  char *ptr;
-  size_t len, cap;
-} text;
-
-static void text_put(text *t, const void *p, size_t n)
-{
-  if (t->len + n + 1 > t->cap) {
-    size_t cap = t->cap ? t->cap : 256;
-    while (t->len + n + 1 > cap) cap *= 2;
-    t->ptr = realloc(t->ptr, cap);
-    if (!t->ptr) abort();
-    t->cap = cap;
-  }
-  memcpy(t->ptr + t->len, p, n);
-  t->len += n;
-  t->ptr[t->len] = '\0';
-}
-
-__attribute__((format(printf, 2, 3)))
-static void text_printf(text *t, const char *fmt, ...)
-{
-  char tmp[256];
-  va_list ap;
-  int n;
-  va_start(ap, fmt);
-  n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
-  va_end(ap);
-  if (n < 0 || (size_t)n >= sizeof(tmp)) abort();
-  text_put(t, tmp, (size_t)n);
-}
-
-/* Bytes, printable ASCII as is and everything else as \xNN. */
-static void text_bytes(text *t, const char *p, size_t n)
-{
-  static const char hex[] = "0123456789abcdef";
-  size_t i;
-  for (i = 0; i < n; i++) {
-    unsigned char c = (unsigned char)p[i];
-    if (c >= 0x20 && c < 0x7f && c != '\\' && c != '"') {
-      text_put(t, &c, 1);
-    } else {
-      char e[4] = { '\\', 'x', hex[c >> 4], hex[c & 15] };
-      text_put(t, e, 4);
-    }
-  }
-}
-
-static void text_free(text *t)
-{
-  free(t->ptr);
-  memset(t, 0, sizeof(*t));
-}
-
-/* ---- one run ---- */
-
-typedef struct {
-  nw_parser p;
-  text log;         /* everything that must agree between runs */
-  text body;        /* body bytes of the current request */
-  char *buf;        /* what the server would have buffered */
-  size_t len, off;
-  int compact;      /* drop consumed bytes before each read */
-  int in_body;      /* 0 head, 1 Content-Length body, 2 chunked body */
-  uint64_t remaining;
-  unsigned requests;
-  int failed;
-} session;
-
-static void fatal(const char *what, const char *detail)
-{
-  fprintf(stderr, "fuzz_parser: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
-  abort();
-}
-
-static int is_tchar(unsigned char c)
-{
-  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-         (c && strchr("!#$%&'*+-.^_`|~", c) != NULL);
-}
-
-/* The span must point into the buffer the parser was given. */
-static void check_span(const session *s, nw_span sp, const char *what)
-{
-  if (sp.len == 0) return;
-  if (!sp.ptr || sp.ptr < s->buf || sp.len > s->len ||
-      sp.ptr + sp.len > s->buf + s->len)
-    fatal("span outside the buffer", what);
-}
-
-static void check_token(nw_span sp, const char *what)
-{
-  size_t i;
-  if (sp.len == 0) fatal("empty token", what);
-  for (i = 0; i < sp.len; i++)
-    if (!is_tchar((unsigned char)sp.ptr[i])) fatal("not a token", what);
-}
-
-static void check_value(nw_span sp, const char *what)
-{
-  size_t i;
-  for (i = 0; i < sp.len; i++) {
-    unsigned char c = (unsigned char)sp.ptr[i];
-    if ((c < 0x20 && c != '\t') || c == 0x7f) fatal("control byte in value", what);
-  }
-  if (sp.len && (sp.ptr[0] == ' ' || sp.ptr[0] == '\t' ||
-                 sp.ptr[sp.len - 1] == ' ' || sp.ptr[sp.len - 1] == '\t'))
-    fatal("value not trimmed", what);
-}
-
-static void log_span(session *s, const char *label, nw_span sp)
-{
-  text_printf(&s->log, " %s=\"", label);
-  if (sp.len) text_bytes(&s->log, sp.ptr, sp.len);
-  text_put(&s->log, "\"", 1);
-}
-
-static int cb_request_line(void *data, const nw_request_line *rl)
-{
-  session *s = data;
-  size_t i;
-  check_span(s, rl->method, "method");
-  check_span(s, rl->target, "target");
-  check_span(s, rl->scheme, "scheme");
-  check_span(s, rl->host, "host");
-  check_span(s, rl->port, "port");
-  check_span(s, rl->path, "path");
-  check_span(s, rl->query, "query");
-  check_token(rl->method, "method");
-  if (rl->target.len == 0) fatal("empty target", NULL);
-  for (i = 0; i < rl->target.len; i++) {
-    unsigned char c = (unsigned char)rl->target.ptr[i];
-    if (c <= 0x20 || c == 0x7f) fatal("SP or control byte in target", NULL);
-  }
-  if (rl->http_minor != 0 && rl->http_minor != 1) fatal("bad http_minor", NULL);
-  if (rl->form < NW_FORM_ORIGIN || rl->form > NW_FORM_ASTERISK) fatal("bad form", NULL);
-
-  text_printf(&s->log, "LINE form=%d minor=%d has_query=%d", rl->form, rl->http_minor,
-              rl->has_query);
-  log_span(s, "method", rl->method);
-  log_span(s, "target", rl->target);
-  log_span(s, "scheme", rl->scheme);
-  log_span(s, "host", rl->host);
-  log_span(s, "port", rl->port);
-  log_span(s, "path", rl->path);
-  log_span(s, "query", rl->query);
-  text_put(&s->log, "\n", 1);
-  return 0;
-}
-
-static int cb_host(void *data, nw_span host, nw_span port)
-{
-  session *s = data;
-  size_t i;
-  check_span(s, host, "Host host");
-  check_span(s, port, "Host port");
-  for (i = 0; i < port.len; i++)
-    if (port.ptr[i] < '0' || port.ptr[i] > '9') fatal("non-digit in port", NULL);
-  text_printf(&s->log, "HOST");
-  log_span(s, "host", host);
-  log_span(s, "port", port);
-  text_put(&s->log, "\n", 1);
-  return 0;
-}
-
-static int cb_field(void *data, int id, nw_span name, nw_span value, int trailer)
-{
-  session *s = data;
-  check_span(s, name, "field name");
-  check_span(s, value, "field value");
-  check_token(name, "field name");
-  check_value(value, "field value");
-  text_printf(&s->log, "%s id=%d", trailer ? "TRAILER" : "FIELD", id);
-  log_span(s, "name", name);
-  log_span(s, "value", value);
-  text_put(&s->log, "\n", 1);
-  return 0;
-}
-
-static int cb_headers_complete(void *data)
-{
-  session *s = data;
-  text_printf(&s->log, "HEAD_DONE flags=%#x\n", s->p.flags);
-  return 0;
-}
-
-/* Body bytes are collected without their boundaries: those differ by design. */
-static int cb_body(void *data, const char *ptr, size_t len)
-{
-  session *s = data;
-  nw_span sp = { ptr, len };
-  if (len == 0) fatal("empty body callback", NULL);
-  check_span(s, sp, "body");
-  text_put(&s->body, ptr, len);
-  if (s->body.len > FUZZ_MAX_BODY) fatal("body over max_body_size", NULL);
-  return 0;
-}
-
-static const nw_callbacks callbacks = {
-  cb_request_line, cb_host, cb_field, cb_headers_complete, cb_body
-};
-
-static void log_body(session *s, const char *label)
-{
-  text_printf(&s->log, "%s[%zu]=\"", label, s->body.len);
-  if (s->body.len) text_bytes(&s->log, s->body.ptr, s->body.len);
-  text_put(&s->log, "\"\n", 2);
-  s->body.len = 0;
-}
-
-static void end_request(session *s)
-{
-  const nw_parser *p = &s->p;
-  text_printf(&s->log, "END content_length=%llu has_cl=%d chunked=%d te=%d close=%d "
-              "keepalive=%d expect=%d minor=%d keep_alive=%d",
-              (unsigned long long)p->content_length, !!(p->flags & NW_F_CONTENT_LENGTH),
-              !!(p->flags & NW_F_CHUNKED), !!(p->flags & NW_F_TRANSFER_ENC),
-              !!(p->flags & NW_F_CONN_CLOSE), !!(p->flags & NW_F_CONN_KEEPALIVE),
-              !!(p->flags & NW_F_EXPECT_CONTINUE), p->http_minor, nw_keep_alive(p));
-  log_body(s, " body");
-  s->requests++;
-  nw_parser_reset(&s->p);
-  s->in_body = 0;
-}
-
-static void check_return(session *s, size_t r)
-{
-  if (r == NW_PARSE_ERROR) {
-    if (s->p.state != NW_S_ERROR) fatal("error returned, state not NW_S_ERROR", NULL);
-    return;
-  }
-  if (s->p.state == NW_S_ERROR) fatal("NW_S_ERROR without NW_PARSE_ERROR", NULL);
-  if (r < s->off || r > s->len) fatal("offset out of range", NULL);
-}
-
-/* Parses everything buffered, as the server's connection loop does. */
-static void drain(session *s)
-{
-  while (!s->failed && s->off < s->len) {
-    size_t r;
-    if (s->in_body == 0) {
-      r = nw_parse_head(&s->p, s->buf, s->len, s->off);
-      check_return(s, r);
-      if (r == NW_PARSE_ERROR) break;
-      s->off = r;
-      if (s->p.state == NW_S_REQUEST_LINE || s->p.state == NW_S_HEADERS) {
-        if (s->off != s->len && s->p.scanned != s->len - s->off)
-          fatal("head stopped before the end of a complete line", NULL);
-        return;
-      }
-      if (s->p.state != NW_S_HEAD_DONE && s->p.state != NW_S_CHUNK_SIZE)
-        fatal("unexpected state after the head", NULL);
-      if (((s->p.flags & NW_F_CHUNKED) != 0) != (s->p.state == NW_S_CHUNK_SIZE))
-        fatal("chunked flag and state disagree", NULL);
-      if ((s->p.flags & NW_F_CHUNKED) && (s->p.flags & NW_F_CONTENT_LENGTH))
-        fatal("both chunked and Content-Length accepted", NULL);
-      if (s->p.content_length > FUZZ_MAX_BODY) fatal("Content-Length over the limit accepted", NULL);
-      if (s->p.flags & NW_F_CHUNKED) {
-        s->in_body = 2;
-      } else if (s->p.content_length > 0) {
-        s->in_body = 1;
-        s->remaining = s->p.content_length;
-      } else {
-        end_request(s);
-      }
-    } else if (s->in_body == 1) {
-      size_t n = s->len - s->off;
-      if (n > s->remaining) n = (size_t)s->remaining;
-      text_put(&s->body, s->buf + s->off, n);
-      s->off += n;
-      s->remaining -= n;
-      if (s->remaining == 0) end_request(s);
-    } else {
-      r = nw_parse_chunked(&s->p, s->buf, s->len, s->off);
-      check_return(s, r);
-      if (r == NW_PARSE_ERROR) break;
-      s->off = r;
-      if (s->p.state != NW_S_BODY_DONE) return;
-      end_request(s);
-    }
-  }
-  if (s->p.state == NW_S_ERROR && !s->failed) {
-    int e = s->p.error;
-    if (e != 400 && e != 413 && e != 414 && e != 417 && e != 431 && e != 505)
-      fatal("unknown error status", NULL);
-    s->failed = 1;
-  }
-}
-
-/* One read of n bytes. */
-static void feed(session *s, const uint8_t *data, size_t n)
-{
-  if (s->compact) {
-    memmove(s->buf, s->buf + s->off, s->len - s->off);
-    s->len -= s->off;
-    s->off = 0;
-  }
-  memcpy(s->buf + s->len, data, n);
-  s->len += n;
-  drain(s);
-}
-
-typedef struct {
-  text log;
-  unsigned requests;
-  int status;
-} outcome;
-
-__attribute__((no_sanitize("unsigned-integer-overflow")))
-static uint64_t hash_bytes(const uint8_t *data, size_t size)
-{
-  uint64_t h = 14695981039346656037ULL; /* FNV-1a */
-  size_t i;
-  for (i = 0; i < size; i++) h = (h ^ data[i]) * 1099511628211ULL;
-  return h;
-}
+#include "replay.h"
 
 enum { WHOLE, SPLIT, BYTEWISE, IRREGULAR };
 static const char *const strategy_name[] = { "whole", "split in two", "byte at a time", "irregular reads" };
 
-static outcome run(const uint8_t *data, size_t size, int strategy, uint64_t seed)
+static replay_outcome run(const uint8_t *data, size_t size, int strategy, uint64_t seed)
 {
-  session s;
-  outcome o;
+  replay r;
   size_t at = 0;
 
-  memset(&s, 0, sizeof(s));
-  nw_parser_init(&s.p, &callbacks, &s);
-  s.p.max_request_line = FUZZ_MAX_REQUEST_LINE;
-  s.p.max_header_size = FUZZ_MAX_HEADER_SIZE;
-  s.p.max_header_fields = FUZZ_MAX_HEADER_FIELDS;
-  s.p.max_body_size = FUZZ_MAX_BODY;
-  s.compact = strategy != IRREGULAR;
-  s.buf = malloc(size);
-  if (!s.buf) abort();
-
-  while (at < size && !s.failed) {
+  replay_start(&r, strategy == IRREGULAR ? REPLAY_GROW : REPLAY_COMPACT, size);
+  while (at < size && !r.failed) {
     size_t n;
     switch (strategy) {
     case WHOLE: n = size; break;
@@ -392,55 +42,32 @@ static outcome run(const uint8_t *data, size_t size, int strategy, uint64_t seed
       break;
     }
     if (n > size - at) n = size - at;
-    feed(&s, data + at, n);
+    replay_read(&r, data + at, n);
     at += n;
   }
-
-  text_printf(&s.log, "EOF status=%d requests=%u", s.failed ? s.p.error : 0, s.requests);
-  if (!s.failed) {
-    /* where a clean run stopped must not depend on the reads either */
-    text_printf(&s.log, " state=%d in_body=%d unconsumed=%zu", s.p.state, s.in_body, s.len - s.off);
-  }
-  log_body(&s, " partial_body");
-
-  o.log = s.log;
-  o.requests = s.requests;
-  o.status = s.failed ? s.p.error : 0;
-  text_free(&s.body);
-  free(s.buf);
-  return o;
-}
-
-static void show(const char *label, const text *t)
-{
-  fprintf(stderr, "---- %s (%zu bytes of record) ----\n%.*s\n", label, t->len,
-          (int)(t->len < FUZZ_SHOW ? t->len : FUZZ_SHOW), t->ptr ? t->ptr : "");
+  return replay_finish(&r);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-  outcome whole;
+  replay_outcome whole;
   uint64_t seed;
   int k;
 
   if (size == 0 || size > FUZZ_MAX_INPUT) return 0;
-  seed = hash_bytes(data, size) | 1;
+  seed = fuzz_hash(data, size) | 1;
   whole = run(data, size, WHOLE, seed);
   for (k = SPLIT; k <= IRREGULAR; k++) {
-    outcome other = run(data, size, k, seed);
-    if (other.status != whole.status || other.requests != whole.requests ||
-        other.log.len != whole.log.len || memcmp(other.log.ptr, whole.log.ptr, whole.log.len) != 0) {
-      fprintf(stderr, "fuzz_parser: the parser disagrees with itself (%s vs whole): "
-              "whole status=%d requests=%u, %s status=%d requests=%u\n",
-              strategy_name[k], whole.status, whole.requests, strategy_name[k], other.status,
-              other.requests);
+    replay_outcome other = run(data, size, k, seed);
+    if (!replay_same(&whole, &other)) {
+      fprintf(stderr, "fuzz_parser: the parser disagrees with itself (%s vs whole)\n", strategy_name[k]);
       if (k == SPLIT) fprintf(stderr, "split after %zu bytes\n", 1 + (size_t)(seed % size));
-      show(strategy_name[WHOLE], &whole.log);
-      show(strategy_name[k], &other.log);
+      replay_show(strategy_name[WHOLE], &whole);
+      replay_show(strategy_name[k], &other);
       abort();
     }
-    text_free(&other.log);
+    replay_outcome_free(&other);
   }
-  text_free(&whole.log);
+  replay_outcome_free(&whole);
   return 0;
 }

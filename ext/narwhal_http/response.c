@@ -181,12 +181,11 @@ static int ends_in_chunked(VALUE value)
   p = RSTRING_PTR(value);
   end = p + RSTRING_LEN(value);
   while (end > p && (end[-1] == ' ' || end[-1] == '\t')) end--;
-  if (end - p < CHUNKED_LEN) return 0;
-  if (end - p > CHUNKED_LEN) {
-    char before = end[-CHUNKED_LEN - 1];
-    if (before != ',' && before != ' ' && before != '\t' && before != '\n') return 0;
-  }
-  return strncasecmp(end - CHUNKED_LEN, "chunked", CHUNKED_LEN) == 0;
+  if (end - p < CHUNKED_LEN || strncasecmp(end - CHUNKED_LEN, "chunked", CHUNKED_LEN) != 0) return 0;
+  /* the whole last element of the list: "x chunked" is not chunked */
+  end -= CHUNKED_LEN;
+  while (end > p && (end[-1] == ' ' || end[-1] == '\t')) end--;
+  return end == p || end[-1] == ',' || end[-1] == '\n';
 }
 
 static void check_name(VALUE name)

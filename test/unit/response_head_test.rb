@@ -32,6 +32,23 @@ class ResponseHeadTest < Minitest::Test
     end
   end
 
+  # The codings are a comma-separated list (RFC 9112 6.1): an element that
+  # only ends in "chunked" is not chunked, and the client cannot find the
+  # body's end but by the connection's.
+  def test_a_transfer_encoding_whose_last_element_only_ends_in_chunked_closes_the_connection
+    ["x chunked", "gzip, x chunked", "\xB7 chunked".b, "gzip\nx\tchunked", ["gzip", "x chunked"]].each do |te|
+      buf, mode, keepalive = write({ "transfer-encoding" => te })
+      assert_equal HEAD::RAW, mode, te.inspect
+      refute keepalive, "#{te.inspect}: only the connection's end ends the body"
+      assert_includes buf, "\r\nconnection: close\r\n", te.inspect
+    end
+    ["gzip, \tchunked", "gzip ,chunked", "  chunked", "gzip\n chunked"].each do |te|
+      _, mode, keepalive = write({ "transfer-encoding" => te })
+      assert_equal HEAD::RAW, mode, te.inspect
+      assert keepalive, "#{te.inspect}: the body carries its end"
+    end
+  end
+
   def test_content_length_beside_transfer_encoding_is_dropped_in_either_order
     [{ "content-length" => "99", "transfer-encoding" => "chunked", "x-after" => "1" },
      { "Transfer-Encoding" => "chunked", "x-after" => "1", "Content-Length" => "99" }].each do |headers|
