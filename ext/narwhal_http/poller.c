@@ -249,7 +249,7 @@ static int take_event(struct nw_poller *p, const struct epoll_event *ev, int *fd
 }
 
 /*
- * #wait(timeout_seconds, ready, max = 256) -> count
+ * #wait(timeout_seconds, ready, max = 256, keep = false) -> count
  *
  * Blocks up to timeout (nil: forever) with the GVL released and stores the
  * ready descriptors in ready[0...count] (an Array reused by the caller: no
@@ -262,18 +262,27 @@ static VALUE poller_wait(int argc, VALUE *argv, VALUE self)
 {
   struct epoll_event events[NW_POLLER_MAX_EVENTS];
   struct wait_args a;
-  VALUE timeout, ready, vmax;
+  VALUE timeout, ready, vmax, keep;
   int i, count = 0, fd;
-  rb_scan_args(argc, argv, "21", &timeout, &ready, &vmax);
+  rb_scan_args(argc, argv, "22", &timeout, &ready, &vmax, &keep);
   Check_Type(ready, T_ARRAY);
   a.p = get_poller(self);
   a.events = events;
   a.max = NIL_P(vmax) ? NW_POLLER_MAX_EVENTS : NUM2INT(vmax);
   if (a.max < 1 || a.max > NW_POLLER_MAX_EVENTS) rb_raise(rb_eArgError, "max events out of 1..%d", NW_POLLER_MAX_EVENTS);
   a.timeout_ms = NIL_P(timeout) ? -1 : (int)(NUM2DBL(timeout) * 1000.0);
-  a.p->waiting++;
-  rb_thread_call_without_gvl(wait_nogvl, &a, RUBY_UBF_IO, NULL);
-  a.p->waiting--;
+  a.result = 0;
+  /* keep: a report already ready is taken without giving up the GVL, so
+   * that a thread with work ready goes on instead of waking another */
+  if (RTEST(keep)) {
+    a.result = epoll_wait(a.p->epfd, events, a.max, 0);
+    a.error = errno;
+  }
+  if (a.result == 0) {
+    a.p->waiting++;
+    rb_thread_call_without_gvl(wait_nogvl, &a, RUBY_UBF_IO, NULL);
+    a.p->waiting--;
+  }
   if (a.result < 0) {
     if (a.error != EINTR) {
       errno = a.error;

@@ -47,6 +47,8 @@ module Narwhal
 
     # How often deadlines are checked; timeouts are accurate to this.
     SWEEP_INTERVAL = 0.25
+    # Reports a loop thread takes in a row while it holds the GVL.
+    KEEP_GVL = 32
 
     # A pipe whose readability only runs a block (signals, the master's pipe).
     Watcher = Struct.new(:block) do
@@ -213,8 +215,13 @@ module Narwhal
     # One loop thread: waits for reports (at most max at a time), runs what
     # they ask, sweeps when it is time, and lets the acceptors look again.
     def serve(ready, max)
+      streak = 0
       until finished?
-        count = @poller.wait(@acceptors.wait_time(SWEEP_INTERVAL), ready, max)
+        # with threads: up to KEEP_GVL reports in a row are taken without
+        # giving up the GVL, then it is given up (others may hold reports)
+        keep = @threaded && (streak += 1) < KEEP_GVL
+        streak = 0 unless keep
+        count = @poller.wait(@acceptors.wait_time(SWEEP_INTERVAL), ready, max, keep)
         i = 0
         while i < count
           fd = ready[i]
