@@ -75,9 +75,12 @@ module Narwhal
       @siblings
     end
 
-    # When a loop thread must ask again even if nothing happens here.
+    # When a loop thread must ask again even if nothing happens here: while
+    # busy, for siblings that change without telling, and for claims that
+    # expire. (Alone and with no claim, nothing changes unseen: idle
+    # threads then sleep rather than wake to compete for the GVL.)
     def recheck_in
-      @busy ? RECHECK : nil
+      @busy && (@siblings || !@fresh.empty?) ? RECHECK : nil
     end
 
     # The listeners entered or left the epoll set (this gate, the

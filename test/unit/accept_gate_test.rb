@@ -97,6 +97,18 @@ class AcceptGateTest < Minitest::Test
     assert_equal Narwhal::AcceptGate::RECHECK, @gate.recheck_in, "a busy worker keeps looking at its siblings"
   end
 
+  # Alone, a busy worker has nothing to look at again unless a claim may
+  # expire: its idle threads sleep instead of waking to compete for the GVL.
+  def test_alone_a_busy_worker_rechecks_only_for_claims
+    alone = Narwhal::AcceptGate.new(4, board = Narwhal::Scoreboard.new(1, threads: 4), 0, [@listener])
+    board.thread_slot(0, 0).request_started
+    assert alone.open?(@now)
+    assert_nil alone.recheck_in
+    alone.accepted(FakeConnection.new(true), @now)
+    alone.open?(@now)
+    assert_equal Narwhal::AcceptGate::RECHECK, alone.recheck_in, "the claim expires unseen"
+  end
+
   def test_siblings_are_known_from_the_scoreboard
     assert @gate.siblings?
     refute Narwhal::AcceptGate.new(2, Narwhal::Scoreboard.new(1, threads: 2), 0, [@listener]).siblings?
