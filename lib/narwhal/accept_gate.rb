@@ -104,7 +104,7 @@ module Narwhal
 
     # True (stop deferring) once a connection waited PENDING_GRACE.
     def waited_too_long?(now)
-      unless IO.select(@listeners, nil, nil, 0)
+      unless waiting?
         @pending_since = nil
         return false
       end
@@ -115,8 +115,17 @@ module Narwhal
       true
     end
 
+    # A connection waits in a listen queue (a listener let go of has none).
+    def waiting?
+      IO.select(@listeners, nil, nil, 0)
+    rescue IOError
+      false
+    end
+
     def queue_deep?
       @listen_queue.depths(@listeners).any? { |_, (depth, _)| depth && depth >= QUEUE_VALVE }
+    rescue IOError
+      false
     end
 
     def expire_fresh(now)

@@ -96,7 +96,7 @@ module Narwhal
     # it sent, and keeping it would leave clients that send in the listen
     # queue).
     def silent?
-      @state == IDLE && @requests.zero? && @buf.empty?
+      @state == IDLE && @requests.zero? && @buf.empty? && nothing_waiting?
     end
 
     # Reads what the socket has and hands on every complete request in it.
@@ -192,6 +192,14 @@ module Narwhal
     end
 
     private
+
+    # Nothing in the socket either (a connection taken by a drain, or one
+    # waiting for a busy thread, may have its request there unread).
+    def nothing_waiting?
+      @io.recv_nonblock(1, Socket::MSG_PEEK, exception: false) == :wait_readable
+    rescue IOError, SystemCallError
+      false
+    end
 
     # Parses what is buffered; hands on each complete request.
     def process

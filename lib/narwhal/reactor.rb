@@ -200,8 +200,8 @@ module Narwhal
     # oldest silent one (never sent a byte); true if one was.
     def close_oldest_idle
       handlers = @handlers.keys # in the order they were accepted
-      handlers.each { |h| return true if h.idle? && drop_unowned(h) }
-      handlers.each { |h| return true if h.silent? && drop_unowned(h) }
+      handlers.each { |h| return true if h.idle? && drop_unowned(h) { h.idle? } }
+      handlers.each { |h| return true if h.silent? && drop_unowned(h) { h.silent? } }
       false
     end
 
@@ -286,10 +286,11 @@ module Narwhal
       @threaded && (fd = @handlers[handler]) && @poller.owned?(fd)
     end
 
-    # Closes handler unless a thread has it; true if it was closed.
-    def drop_unowned(handler)
+    # Closes handler unless a thread has it, or (after the claim) the block
+    # says no; true if it was closed.
+    def drop_unowned(handler, &still)
       fd = @handlers[handler] or return false
-      return false if @threaded && !@poller.claim(fd)
+      return false if @threaded && !claim_if(handler, fd, &(still || proc { true }))
 
       apply(handler, fd, CLOSE)
       true
@@ -319,9 +320,21 @@ module Narwhal
     # A handler past its deadline, unless a thread has it (its thread decides).
     def time_out(handler)
       fd = @handlers[handler] or return
-      return if @threaded && !@poller.claim(fd)
+      return if @threaded && !claim_if(handler, fd) { handler.deadline < Clock.now }
 
       apply(handler, fd, timed_out(handler))
+    end
+
+    # Claims fd, then asks the block again: between the first look and the
+    # claim its thread may have served it (a new deadline, a request begun).
+    # If the answer changed the claim is given back, armed again: a report
+    # dropped while it was claimed used the arming up.
+    def claim_if(handler, fd)
+      return false unless @poller.claim(fd)
+      return true if yield
+
+      wait_for(fd, @writing[fd] || false) if @handlers[handler] == fd
+      false
     end
 
     def timed_out(handler)

@@ -109,6 +109,15 @@ class AcceptGateTest < Minitest::Test
     assert_equal Narwhal::AcceptGate::RECHECK, alone.recheck_in, "the claim expires unseen"
   end
 
+  # A drain let go of the listeners while a sibling still accepts: the
+  # gate must not fail on them (it was asked as each request started).
+  def test_a_listener_let_go_of_does_not_fail_the_gate
+    busy(0, 2)
+    @board.worker_slot(1).accepting = 4
+    @listener.close
+    refute @gate.open?(@now, 1)
+  end
+
   def test_siblings_are_known_from_the_scoreboard
     assert @gate.siblings?
     refute Narwhal::AcceptGate.new(2, Narwhal::Scoreboard.new(1, threads: 2), 0, [@listener]).siblings?

@@ -276,6 +276,16 @@ class ConnectionTest < Minitest::Test
     assert @conn.idle?
   end
 
+  # A connection taken from the listen queue whose request waits in its
+  # socket unread (a drain, or every thread busy) has sent bytes: at the
+  # connection limit it must not be closed as if it had sent none.
+  def test_a_connection_with_a_request_waiting_unread_is_not_silent
+    assert @conn.silent?, "accepted, nothing sent"
+    @client.write("GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    wait_until(message: "the request at the server") { @server.wait_readable(0) }
+    refute @conn.silent?
+  end
+
   def test_a_body_over_the_limit_is_refused_with_413
     send_bytes("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 20000\r\n\r\n")
     assert_match(%r{\AHTTP/1.1 413 }, reply)

@@ -369,6 +369,30 @@ class ReactorTest < Minitest::Test
     assert(@handlers.first.threads.all? { |name| name.start_with?("narwhal request ") })
   end
 
+  # The sweep read a deadline that had passed, but before it could claim the
+  # connection its thread served a request and set a new one: the
+  # connection is not timed out, and stays armed for its next request.
+  def test_with_threads_the_sweep_times_out_only_what_is_still_past_its_deadline
+    @reactor = Narwhal::Reactor.new(Logger.new(@log), gate: OpenGate.new)
+    refreshed = Class.new(FakeHandler) do
+      attr_reader :looks
+
+      def deadline
+        @looks = (@looks || 0) + 1
+        @looks == 1 ? Narwhal::Clock.now - 1 : Narwhal::Clock.now + 60 # moved on once looked at
+      end
+      def awaiting_first_request? = false
+    end
+    @reactor.add_listener(@listener) { |sock| refreshed.new(sock).tap { |h| @handlers << h } }
+    client = connect("one")
+    running_threads(2) do
+      wait_for("swept twice", timeout: 5) { @handlers.first&.looks.to_i >= 3 }
+      refute_includes @handlers.first.calls, :timeout
+      client.write("two")
+      wait_for("read again: still armed") { @handlers.first.calls.count(:readable) == 2 }
+    end
+  end
+
   def test_with_threads_a_thread_the_app_ends_closes_its_connection_and_is_replaced
     @reactor = Narwhal::Reactor.new(Logger.new(@log), gate: OpenGate.new)
     ender = Class.new(FakeHandler) do

@@ -220,7 +220,10 @@ module Narwhal
         end
       end
 
+      # Not once stopped (or draining): the listeners are going, or gone.
       def check_gate(now, starting = 0)
+        return if @held
+
         @lock.synchronize do
           open = @gate.open?(now, starting)
           next if open == @gate_open
