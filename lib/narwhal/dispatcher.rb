@@ -22,12 +22,15 @@ module Narwhal
     # Request threads (`threads N`): each loop thread of the reactor has
     # its own Responder (and scoreboard sub-slot), set with #serve_here.
     #
-    # Shedding: a request taken while other reports wait in this worker
-    # that no thread of it waits to take, and while a sibling worker has an
-    # idle thread, is answered with Connection: close, so that the client's
-    # next request reconnects and the kernel gives it to a worker that can
-    # serve it now. With one worker, or every worker full, nothing is shed:
-    # that would only cost reconnects.
+    # Shedding (#shed?, asked when a response's head is written, after the
+    # app returned): while other reports wait in this worker that no
+    # thread of it waits to take, and a sibling worker has an idle thread,
+    # the response says Connection: close, so that the client's next
+    # request reconnects and the kernel gives it to a worker that can serve
+    # it now. Reports still waiting once a request has run have waited as
+    # long as it took: a burst that a free thread takes at once is no
+    # backlog worth a reconnect. With one worker, or every worker full,
+    # nothing is shed: that would only cost reconnects.
     class Threaded
       RESPONDER = :narwhal_responder
 
@@ -48,17 +51,12 @@ module Narwhal
       end
 
       def dispatch(request, _connection)
-        if @scoreboard
-          request.close_connection if @reactor.backlog? && sibling_idle?
-          @reactor.request_starting # the next connection goes to an idler sibling
-        end
+        @reactor.request_starting if @scoreboard # the next connection goes to an idler sibling
         Thread.current[RESPONDER].respond(request)
       end
 
-      private
-
-      def sibling_idle?
-        (@scoreboard.most_free_threads(@nr) || 0).positive?
+      def shed?
+        !@scoreboard.nil? && @reactor.backlog? && (@scoreboard.most_free_threads(@nr) || 0).positive?
       end
     end
   end

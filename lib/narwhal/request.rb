@@ -123,10 +123,14 @@ module Narwhal
   # A Request in a worker with request threads: a graceful stop may begin
   # while it waits or runs (the other threads serve on), and its response,
   # whose head is written after the app returns, is then the connection's
-  # last. With one thread the stop waits for the request to end.
+  # last; so is it when, by then, requests wait in the worker that no
+  # thread of it is free to take while a sibling has one (the dispatcher
+  # sheds it: the client reconnects to a worker that can serve it now).
+  # With one thread the stop waits for the request to end.
   class ThreadedRequest < Request
     def flags
-      @server.keepalive ? @flags : @flags & ~KEEPALIVE
+      close_connection if (@flags & KEEPALIVE) != 0 && (!@server.keepalive || @server.dispatcher.shed?)
+      @flags
     end
   end
 end
