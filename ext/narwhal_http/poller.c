@@ -16,6 +16,7 @@
 #ifdef __linux__
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -49,12 +50,22 @@ struct nw_fd_state {
 struct nw_poller {
   int epfd;
   int waiting; /* threads in #wait now */
+  /*
+   * Held by the one thread blocked in epoll_wait, and on until that thread
+   * has the GVL back: the others wait for it here, without the GVL. A
+   * report is then held by at most one thread that cannot run it yet;
+   * several threads each holding one while they queue for the GVL made a
+   * connection wait for every thread ahead of its own (a p99 of tens of ms
+   * at threads 5 on two CPUs).
+   */
+  pthread_mutex_t leader;
   size_t table_size;
   struct nw_fd_state *table;
 };
 
 struct wait_args {
   struct nw_poller *p;
+  int led; /* this thread took the leader lock */
   struct epoll_event *events;
   int max;
   int timeout_ms;
@@ -66,6 +77,7 @@ static void poller_free(void *ptr)
 {
   struct nw_poller *p = ptr;
   if (p->epfd >= 0) close(p->epfd);
+  pthread_mutex_destroy(&p->leader);
   xfree(p->table);
   xfree(p);
 }
@@ -87,6 +99,7 @@ static VALUE poller_alloc(VALUE klass)
   struct nw_poller *p;
   VALUE obj = TypedData_Make_Struct(klass, struct nw_poller, &poller_type, p);
   p->epfd = -1;
+  pthread_mutex_init(&p->leader, NULL);
   return obj;
 }
 
@@ -229,6 +242,8 @@ static VALUE poller_owned_p(VALUE self, VALUE vfd)
 static void *wait_nogvl(void *ptr)
 {
   struct wait_args *a = ptr;
+  pthread_mutex_lock(&a->p->leader);
+  a->led = 1;
   a->result = epoll_wait(a->p->epfd, a->events, a->max, a->timeout_ms);
   a->error = errno;
   return NULL;
@@ -279,10 +294,18 @@ static VALUE poller_wait(int argc, VALUE *argv, VALUE self)
     a.error = errno;
   }
   if (a.result == 0) {
+    a.led = 0;
+    a.error = EINTR; /* if an interrupt came first, wait_nogvl does not run */
     a.p->waiting++;
-    rb_thread_call_without_gvl(wait_nogvl, &a, RUBY_UBF_IO, NULL);
+    /* the variant that does not raise on its way back: the leader lock is
+     * given up first, whatever happens next */
+    rb_thread_call_without_gvl2(wait_nogvl, &a, RUBY_UBF_IO, NULL);
+    if (a.led) pthread_mutex_unlock(&a.p->leader);
     a.p->waiting--;
   }
+  /* trap handlers, Thread#raise and #kill now, before anything is claimed:
+   * a claim not handed to the caller would never be given back */
+  rb_thread_check_ints();
   if (a.result < 0) {
     if (a.error != EINTR) {
       errno = a.error;
@@ -293,7 +316,6 @@ static VALUE poller_wait(int argc, VALUE *argv, VALUE self)
   if (a.p->epfd >= 0)
     for (i = 0; i < a.result; i++)
       if (take_event(a.p, &events[i], &fd)) rb_ary_store(ready, count++, INT2FIX(fd));
-  rb_thread_check_ints(); /* run trap handlers now */
   return INT2FIX(count);
 }
 

@@ -121,7 +121,8 @@ module Narwhal
       @threads = Threads.new(threads, @logger, on_thread) { serve([], 1) }
       @threads.run(self, @watchers)
     ensure
-      @poller.close
+      # after an immediate stop threads still in the app finish with it
+      @poller.close unless @threads&.running?
     end
 
     def finished?

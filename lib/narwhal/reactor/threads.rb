@@ -40,6 +40,11 @@ module Narwhal
         @wake_writer.close
       end
 
+      # Some loop thread has not ended (after #stop_waiting).
+      def running?
+        @running.to_i.positive?
+      end
+
       # An immediate stop: #run returns without waiting for threads still
       # in the app (the process is about to exit).
       def stop_waiting
