@@ -80,8 +80,6 @@ module Narwhal
       @watchers = {} # with request threads: io => block
     end
 
-    attr_reader :acceptors
-
     # A duty of a loop thread at every sweep, at least every SWEEP_INTERVAL
     # while it runs (the access log's gathered lines).
     def on_sweep(&block)
