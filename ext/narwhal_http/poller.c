@@ -50,6 +50,7 @@ struct nw_fd_state {
 struct nw_poller {
   int epfd;
   int waiting; /* threads in #wait now */
+  int owned; /* descriptors a thread owns now */
   /*
    * Held by the one thread blocked in epoll_wait, and on until that thread
    * has the GVL back: the others wait for it here, without the GVL. A
@@ -150,12 +151,19 @@ static void ctl(struct nw_poller *p, int op, int fd, unsigned int events, const 
   if (epoll_ctl(p->epfd, op, fd, &ev) < 0) rb_sys_fail(what);
 }
 
+/* Sets the flags of s, counting the descriptors owned. */
+static void set_flags(struct nw_poller *p, struct nw_fd_state *s, uint8_t flags)
+{
+  p->owned += ((flags & NW_FD_OWNED) != 0) - ((s->flags & NW_FD_OWNED) != 0);
+  s->flags = flags;
+}
+
 /* A new registration of fd: events for an earlier one become stale. */
 static struct nw_fd_state *fresh_state(struct nw_poller *p, int fd, uint8_t flags)
 {
   struct nw_fd_state *s = fd_state(p, fd);
   s->gen++;
-  s->flags = flags;
+  set_flags(p, s, flags);
   return s;
 }
 
@@ -196,7 +204,7 @@ static VALUE poller_modify(VALUE self, VALUE vfd, VALUE vevents)
   int fd = NUM2INT(vfd);
   struct nw_fd_state *s = fd_state(p, fd);
   int op = (s->flags & NW_FD_ADDED) ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
-  s->flags = (uint8_t)((s->flags & ~NW_FD_OWNED) | NW_FD_ADDED);
+  set_flags(p, s, (uint8_t)((s->flags & ~NW_FD_OWNED) | NW_FD_ADDED));
   ctl(p, op, fd, NUM2UINT(vevents), s, op == EPOLL_CTL_MOD ? "epoll_ctl(MOD)" : "epoll_ctl(ADD)");
   return Qnil;
 }
@@ -226,7 +234,7 @@ static VALUE poller_claim(VALUE self, VALUE vfd)
   if (fd < 0 || (size_t)fd >= p->table_size) return Qfalse;
   s = &p->table[fd];
   if (!(s->flags & NW_FD_CLAIMABLE) || (s->flags & NW_FD_OWNED)) return Qfalse;
-  s->flags |= NW_FD_OWNED;
+  set_flags(p, s, s->flags | NW_FD_OWNED);
   return Qtrue;
 }
 
@@ -259,7 +267,7 @@ static int take_event(struct nw_poller *p, const struct epoll_event *ev, int *fd
   if (s->gen != (uint32_t)(ev->data.u64 >> NW_POLLER_FD_BITS)) return 0; /* stale */
   if (!(s->flags & NW_FD_CLAIMABLE)) return 1;
   if (s->flags & NW_FD_OWNED) return 0;
-  s->flags |= NW_FD_OWNED;
+  set_flags(p, s, s->flags | NW_FD_OWNED);
   return 1;
 }
 
@@ -319,6 +327,12 @@ static VALUE poller_wait(int argc, VALUE *argv, VALUE self)
   return INT2FIX(count);
 }
 
+/* #owned -> Integer: descriptors a thread has claimed (or reserved) */
+static VALUE poller_owned(VALUE self)
+{
+  return INT2FIX(get_poller(self)->owned);
+}
+
 /* #waiting -> Integer: threads blocked in #wait now */
 static VALUE poller_waiting(VALUE self)
 {
@@ -369,6 +383,7 @@ void nw_init_poller(void)
   rb_define_method(c, "owned?", poller_owned_p, 1);
   rb_define_method(c, "wait", poller_wait, -1);
   rb_define_method(c, "waiting", poller_waiting, 0);
+  rb_define_method(c, "owned", poller_owned, 0);
   rb_define_method(c, "pending?", poller_pending_p, 0);
   rb_define_method(c, "close", poller_close, 0);
 #endif

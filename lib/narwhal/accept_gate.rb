@@ -75,6 +75,12 @@ module Narwhal
       @siblings
     end
 
+    # A crowd in the listen queue may be let in here at once (Reactor#
+    # crowded?): no sibling has a free thread to take it instead.
+    def crowd_welcome?
+      !(@scoreboard.most_free_threads(@nr) || 0).positive?
+    end
+
     # When a loop thread must ask again even if nothing happens here: while
     # busy, for siblings that change without telling, and for claims that
     # expire. (Alone and with no claim, nothing changes unseen: idle

@@ -190,6 +190,13 @@ module Narwhal
       @poller.waiting.zero? && @poller.pending?
     end
 
+    # Request threads: this worker's connections wait (for a thread or for
+    # their clients) and no other thread waits for reports. A listener's
+    # report then lets in every connection waiting behind it (Acceptors).
+    def crowded?
+      @threaded && @poller.waiting.zero? && @handlers.size > @poller.owned
+    end
+
     # A loop thread is about to run a request (request threads, siblings).
     def request_starting
       @acceptors.request_starting

@@ -67,11 +67,15 @@ class PollerTest < Minitest::Test
     w.write("x")
     assert_equal 1, poller.wait(1, ready, 1)
     assert poller.owned?(r.fileno)
+    assert_equal 1, poller.owned
     refute poller.claim(r.fileno), "a thread has it"
     poller.modify(r.fileno, ONESHOT_READ)
     refute poller.owned?(r.fileno)
+    assert_equal 0, poller.owned
     assert poller.claim(r.fileno), "nobody has it: the sweep may take it"
     assert_equal 0, poller.wait(0.01, ready), "a report of a descriptor another thread claimed is dropped"
+    poller.delete(r.fileno)
+    assert_equal 0, poller.owned, "let go of"
   ensure
     poller&.close
     r&.close

@@ -13,6 +13,8 @@ module Narwhal
       # How long a draining process still takes connections once its listen
       # queue is empty, before it lets go of the listener.
       DRAIN_GRACE = 0.05
+      # Connections let in at most for one report of a crowded worker.
+      CROWD_MAX = 64
 
       # A listener and the block that makes a handler for each accepted socket.
       Acceptor = Struct.new(:listener, :factory)
@@ -63,10 +65,18 @@ module Narwhal
         @lock.synchronize { stop_locked }
       end
 
-      # A listener reported a connection (or a number no longer ours).
+      # A listener reported a connection (or a number no longer ours). Its
+      # report is one turn for its whole listen queue: when the worker is
+      # crowded (Reactor#crowded?) and no sibling has a thread free for
+      # them (AcceptGate#crowd_welcome?), the connections waiting are let
+      # in, up to CROWD_MAX, each to take its own turn with the kept-alive
+      # requests: a crowd let in one per round of them waits a round for
+      # each ahead of it. Else one, served on this thread.
       def ready(fd)
         acceptor = @by_fd[fd] or return
-        accept(acceptor)
+        return accept(acceptor) unless @reactor.crowded? && @gate.crowd_welcome?
+
+        CROWD_MAX.times { break unless @listening && can_take? && accept(acceptor, serve: false) }
       end
 
       # How long a loop thread may wait: less than default while a

@@ -1,0 +1,48 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require_relative "../support/threads_client"
+require "socket"
+
+# Connections that wait in the listen queue take their turns with the
+# kept-alive clients' requests, each its own: a crowd that connects while
+# every thread is busy is not let in one connection per round of the
+# kept-alive ones (the last would wait a round for each one before it).
+class ThreadsTurnsTest < Minitest::Test
+  include ThreadsClient
+
+  CLIENTS = 16
+
+  # Each request waits 10 ms (its thread gives up the GVL, as on a
+  # database) and answers how many requests the worker had begun by then.
+  APP = <<~'RUBY'
+    seq = 0
+    lock = Mutex.new
+    run lambda { |_env|
+      n = lock.synchronize { seq += 1 }
+      sleep 0.01
+      [200, { "content-type" => "text/plain" }, [n.to_s]]
+    }
+  RUBY
+
+  def test_a_crowd_is_let_in_with_the_kept_alive_clients_one_by_one
+    @server = Narwhal::ServerProcess.start(app: APP, lint: false, config: "threads 2\n")
+    clients = Array.new(CLIENTS) { client }
+    first = Array.new(CLIENTS)
+    deadline = now + 60
+    threads = clients.each_with_index.map do |c, i|
+      Thread.new do
+        # every client keeps sending until each has had its first answer
+        until first.all? || now > deadline
+          n = Integer(get(c, "/").body)
+          first[i] ||= n
+        end
+      end
+    end
+    threads.each(&:join)
+
+    assert first.all?, "every client answered within the deadline: #{first.inspect}"
+    # in turn: each one's first request is begun before the others' third
+    assert_operator first.max, :<=, 3 * CLIENTS, "order in which the clients were first served: #{first.sort.inspect}"
+  end
+end
