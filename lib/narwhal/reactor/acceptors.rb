@@ -13,8 +13,10 @@ module Narwhal
       # How long a draining process still takes connections once its listen
       # queue is empty, before it lets go of the listener.
       DRAIN_GRACE = 0.05
-      # Connections let in at most for one report of a crowded worker.
+      # Connections a crowded worker lets in at most at one turn.
       CROWD_MAX = 64
+      # How often a crowded worker looks at its listen queues (#admit).
+      ADMISSION_INTERVAL = 0.001
 
       # A listener and the block that makes a handler for each accepted socket.
       Acceptor = Struct.new(:listener, :factory)
@@ -34,6 +36,7 @@ module Narwhal
         @gate_open = true
         @listening = false # listeners are in the epoll set
         @backoff = AcceptBackoff.new(logger)
+        @next_admission = 0
       end
 
       def add(listener, factory)
@@ -66,17 +69,21 @@ module Narwhal
       end
 
       # A listener reported a connection (or a number no longer ours). Its
-      # report is one turn for its whole listen queue: when the worker is
-      # crowded (Reactor#crowded?) and no sibling has a thread free for
-      # them (AcceptGate#crowd_welcome?), the connections waiting are let
-      # in, up to CROWD_MAX, each to take its own turn with the kept-alive
-      # requests: a crowd let in one per round of them waits a round for
-      # each ahead of it. Else one, served on this thread.
+      # report is one turn for its whole listen queue, which a crowded
+      # worker (Reactor#crowded?) gets once per round of the kept-alive
+      # requests: let in one per round, the last of a crowd waited a round
+      # for each connection ahead of it. So such a worker lets in one
+      # connection for each request it served since the listeners' last
+      # turn (up to CROWD_MAX), as if the queue had a turn at each, and
+      # leaves them to take their own turns with the kept-alive requests;
+      # siblings do the same at their own pace. Not while a sibling has a
+      # free thread (AcceptGate#crowd_welcome?). Else one, served here.
+      # (A crowded worker also looks at the queues itself: #admit.)
       def ready(fd)
         acceptor = @by_fd[fd] or return
-        return accept(acceptor) unless @reactor.crowded? && @gate.crowd_welcome?
+        return accept(acceptor) unless crowded?
 
-        CROWD_MAX.times { break unless @listening && can_take? && accept(acceptor, serve: false) }
+        let_in(acceptor, @reactor.served_since_last_turn.clamp(1, CROWD_MAX))
       end
 
       # How long a loop thread may wait: less than default while a
@@ -94,7 +101,10 @@ module Narwhal
       # After each pass of a loop thread.
       def pass(now)
         back_off_over(now) if @resume_at && now >= @resume_at
-        check_gate(now) if @gate
+        return unless @gate
+
+        check_gate(now)
+        admit(now) if now >= @next_admission
       end
 
       # A loop thread is about to run a request it read: the gate looks
@@ -186,6 +196,27 @@ module Narwhal
 
       # A new connection whose request has not come claims a thread for a
       # moment (AcceptGate).
+      # A crowded worker looks at its listen queues itself every
+      # ADMISSION_INTERVAL: the kernel puts a shared listener's report in
+      # the ready list of a worker that has a thread waiting in epoll_wait,
+      # and a crowded worker has none, so the report may never reach it.
+      def admit(now)
+        @next_admission = now + ADMISSION_INTERVAL
+        return unless crowded?
+
+        served = @reactor.served_since_last_turn.clamp(0, CROWD_MAX)
+        @listeners.each { |l| (acceptor = @by_fd[l.io.fileno]) && let_in(acceptor, served) } if served.positive?
+      end
+
+      def crowded?
+        @listening && @reactor.crowded? && @gate.crowd_welcome?
+      end
+
+      # Takes up to count connections waiting, for the loop to serve.
+      def let_in(acceptor, count)
+        count.times { break unless @listening && can_take? && accept(acceptor, serve: false) }
+      end
+
       def accepted(handler)
         return unless @gate && handler.awaiting_first_request?
 
