@@ -35,5 +35,6 @@ struct nw_sb_thread *nw_scoreboard_thread(VALUE board, VALUE nr, VALUE i);
 VALUE nw_thread_slot_new(VALUE board, struct nw_sb_thread *slot, struct nw_sb_worker *worker);
 VALUE nw_worker_slot_new(VALUE board, VALUE nr);
 void nw_init_scoreboard_slots(VALUE cScoreboard);
+int64_t *nw_worker_slot_waiting(VALUE worker_slot);
 
 #endif

@@ -50,6 +50,8 @@ struct nw_fd_state {
 struct nw_poller {
   int epfd;
   int waiting; /* threads in #wait now */
+  int64_t *published_waiting; /* a scoreboard field that mirrors it, or NULL */
+  VALUE publisher; /* the WorkerSlot that field is in (marked) */
   int owned; /* descriptors a thread owns now */
   /*
    * Held by the one thread blocked in epoll_wait, and on until that thread
@@ -89,9 +91,15 @@ static size_t poller_memsize(const void *ptr)
   return sizeof(struct nw_poller) + p->table_size * sizeof(struct nw_fd_state);
 }
 
+static void poller_mark(void *ptr)
+{
+  const struct nw_poller *p = ptr;
+  rb_gc_mark(p->publisher);
+}
+
 static const rb_data_type_t poller_type = {
   "Narwhal::Poller",
-  { NULL, poller_free, poller_memsize, NULL, {0} },
+  { poller_mark, poller_free, poller_memsize, NULL, {0} },
   NULL, NULL, RUBY_TYPED_FREE_IMMEDIATELY
 };
 
@@ -100,6 +108,7 @@ static VALUE poller_alloc(VALUE klass)
   struct nw_poller *p;
   VALUE obj = TypedData_Make_Struct(klass, struct nw_poller, &poller_type, p);
   p->epfd = -1;
+  p->publisher = Qnil;
   pthread_mutex_init(&p->leader, NULL);
   return obj;
 }
@@ -271,6 +280,11 @@ static int take_event(struct nw_poller *p, const struct epoll_event *ev, int *fd
   return 1;
 }
 
+static void publish_waiting(struct nw_poller *p)
+{
+  if (p->published_waiting) __atomic_store_n(p->published_waiting, (int64_t)p->waiting, __ATOMIC_RELEASE);
+}
+
 /*
  * #wait(timeout_seconds, ready, max = 256, keep = false) -> count
  *
@@ -305,11 +319,13 @@ static VALUE poller_wait(int argc, VALUE *argv, VALUE self)
     a.led = 0;
     a.error = EINTR; /* if an interrupt came first, wait_nogvl does not run */
     a.p->waiting++;
+    publish_waiting(a.p);
     /* the variant that does not raise on its way back: the leader lock is
      * given up first, whatever happens next */
     rb_thread_call_without_gvl2(wait_nogvl, &a, RUBY_UBF_IO, NULL);
     if (a.led) pthread_mutex_unlock(&a.p->leader);
     a.p->waiting--;
+    publish_waiting(a.p);
   }
   /* trap handlers, Thread#raise and #kill now, before anything is claimed:
    * a claim not handed to the caller would never be given back */
@@ -331,6 +347,17 @@ static VALUE poller_wait(int argc, VALUE *argv, VALUE self)
 static VALUE poller_owned(VALUE self)
 {
   return INT2FIX(get_poller(self)->owned);
+}
+
+/* #publish_waiting(worker_slot): mirror #waiting into the worker's
+ * scoreboard slot, where siblings read whether it has idle threads */
+static VALUE poller_publish_waiting(VALUE self, VALUE slot)
+{
+  struct nw_poller *p = get_poller(self);
+  p->published_waiting = nw_worker_slot_waiting(slot);
+  p->publisher = slot;
+  publish_waiting(p);
+  return Qnil;
 }
 
 /* #waiting -> Integer: threads blocked in #wait now */
@@ -383,6 +410,7 @@ void nw_init_poller(void)
   rb_define_method(c, "owned?", poller_owned_p, 1);
   rb_define_method(c, "wait", poller_wait, -1);
   rb_define_method(c, "waiting", poller_waiting, 0);
+  rb_define_method(c, "publish_waiting", poller_publish_waiting, 1);
   rb_define_method(c, "owned", poller_owned, 0);
   rb_define_method(c, "pending?", poller_pending_p, 0);
   rb_define_method(c, "close", poller_close, 0);

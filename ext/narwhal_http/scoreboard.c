@@ -243,6 +243,8 @@ static VALUE board_reset(int argc, VALUE *argv, VALUE self)
   __atomic_store_n(&w->serving, 0, __ATOMIC_RELEASE);
   __atomic_store_n(&w->accepting, 0, __ATOMIC_RELEASE);
   __atomic_store_n(&w->queued, 0, __ATOMIC_RELEASE);
+  __atomic_store_n(&w->connections, 0, __ATOMIC_RELEASE);
+  __atomic_store_n(&w->waiting, 0, __ATOMIC_RELEASE);
   __atomic_store_n(&w->pid, pid, __ATOMIC_RELEASE);
   return Qnil;
 }
@@ -261,16 +263,38 @@ static VALUE board_set_span(VALUE self, VALUE vspan)
   return vspan;
 }
 
+/* What a fold over the accepting siblings of worker nr gives; nil for
+ * NW_SB_NONE (none accepts). */
+static VALUE of_siblings(VALUE self, VALUE vnr,
+                         int64_t (*fold)(char *base, const struct nw_sb_header *h, uint32_t skip))
+{
+  struct nw_scoreboard *b = get_board(self);
+  int64_t value;
+  worker_of(b, vnr);
+  value = fold(b->base, &b->layout, (uint32_t)NUM2LONG(vnr));
+  return value == NW_SB_NONE ? Qnil : LL2NUM(value);
+}
+
 /* #most_free_threads(nr) -> Integer or nil: the most free threads (idle
  * less queued requests; negative for a backlog) an accepting worker other
  * than nr has, nil when no other worker accepts */
 static VALUE board_most_free_threads(VALUE self, VALUE vnr)
 {
-  struct nw_scoreboard *b = get_board(self);
-  int64_t best;
-  worker_of(b, vnr);
-  best = nw_sb_most_free(b->base, &b->layout, (uint32_t)NUM2LONG(vnr));
-  return best == NW_SB_NONE ? Qnil : LL2NUM(best);
+  return of_siblings(self, vnr, nw_sb_most_free);
+}
+
+/* #fewest_connections(nr) -> Integer or nil: the fewest connections an
+ * accepting worker other than nr holds, nil when no other worker accepts */
+static VALUE board_fewest_connections(VALUE self, VALUE vnr)
+{
+  return of_siblings(self, vnr, nw_sb_fewest_connections);
+}
+
+/* #most_waiting_threads(nr) -> Integer: the most threads an accepting
+ * worker other than nr has blocked waiting for a report (idle) */
+static VALUE board_most_waiting_threads(VALUE self, VALUE vnr)
+{
+  return of_siblings(self, vnr, nw_sb_most_waiting);
 }
 
 /* #siblings_listening?(nr): a worker other than nr serves and has not let
@@ -369,6 +393,8 @@ void nw_init_scoreboard(void)
   rb_define_method(c, "reset", board_reset, -1);
   rb_define_method(c, "span=", board_set_span, 1);
   rb_define_method(c, "most_free_threads", board_most_free_threads, 1);
+  rb_define_method(c, "fewest_connections", board_fewest_connections, 1);
+  rb_define_method(c, "most_waiting_threads", board_most_waiting_threads, 1);
   rb_define_method(c, "idle_threads", board_idle_threads, 2);
   rb_define_method(c, "siblings_listening?", board_siblings_listening, 1);
   rb_define_method(c, "thread_slot", board_thread_slot, -1);

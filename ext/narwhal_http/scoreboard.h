@@ -34,7 +34,7 @@
 #include <time.h>
 
 #define NW_SB_MAGIC 0x4E575342u /* "NWSB" */
-#define NW_SB_VERSION 3u
+#define NW_SB_VERSION 4u
 
 /* Upper bounds, so the mapping never has to grow after forking. */
 #define NW_SB_MAX_WORKERS 4096
@@ -108,6 +108,11 @@ struct nw_sb_worker {
                                         threads it runs (fewer than the sub-slots
                                         after a reload lowered `threads`); else 0 */
   int64_t queued;                    /* requests read and waiting for a thread */
+  int64_t connections;               /* connections the worker holds (its loop
+                                        threads write it as they pass) */
+  int64_t waiting;                   /* its threads blocked waiting for a report
+                                        (its Poller writes it): idle, not just
+                                        between two requests */
   int64_t serving;                   /* NW_SB_SERVING once the worker serves (booted),
                                         NW_SB_LET_GO once a graceful stop let go of
                                         its listeners; 0 before */
@@ -244,6 +249,23 @@ static inline int64_t nw_sb_requests(const struct nw_sb_thread *t)
   return __atomic_load_n(&t->requests, __ATOMIC_RELAXED);
 }
 
+/* The next worker from *nr on, other than skip, that accepts new
+ * connections (its listeners are in its epoll set), or NULL; *nr is then
+ * past it. */
+static inline struct nw_sb_worker *nw_sb_next_accepting(char *base, const struct nw_sb_header *h, uint32_t skip,
+                                                        uint32_t *nr)
+{
+  uint32_t span = __atomic_load_n(&((const struct nw_sb_header *)base)->worker_span, __ATOMIC_ACQUIRE);
+  struct nw_sb_worker *w;
+
+  if (span > h->workers) span = h->workers;
+  while (*nr < span) {
+    w = nw_sb_worker_at(base, h, (*nr)++);
+    if (*nr - 1 != skip && __atomic_load_n(&w->accepting, __ATOMIC_ACQUIRE) > 0) return w;
+  }
+  return NULL;
+}
+
 /*
  * The most free threads any accepting worker other than skip has: its idle
  * threads less the requests it has waiting for one (negative when it has a
@@ -253,19 +275,17 @@ static inline int64_t nw_sb_requests(const struct nw_sb_thread *t)
  * is not seen, which only makes the sibling look freer for an instant.
  */
 #define NW_SB_NONE INT64_MIN
+
 static inline int64_t nw_sb_most_free(char *base, const struct nw_sb_header *h, uint32_t skip)
 {
-  uint32_t span = __atomic_load_n(&((const struct nw_sb_header *)base)->worker_span, __ATOMIC_ACQUIRE);
-  int64_t best = NW_SB_NONE;
-  uint32_t nr, i;
+  int64_t best = NW_SB_NONE, threads, free_threads;
+  struct nw_sb_worker *w;
+  uint32_t nr = 0, i;
 
-  if (span > h->workers) span = h->workers;
-  for (nr = 0; nr < span; nr++) {
-    struct nw_sb_worker *w = nw_sb_worker_at(base, h, nr);
-    int64_t threads = __atomic_load_n(&w->accepting, __ATOMIC_ACQUIRE);
-    int64_t free_threads = 0;
-    if (nr == skip || threads <= 0) continue;
+  while ((w = nw_sb_next_accepting(base, h, skip, &nr))) {
+    threads = __atomic_load_n(&w->accepting, __ATOMIC_ACQUIRE);
     if (threads > (int64_t)h->threads) threads = h->threads;
+    free_threads = 0;
     /* sub-slots past the worker's threads are never busy: not idle threads */
     for (i = 0; i < (uint32_t)threads; i++)
       if (!nw_sb_started_us(nw_sb_thread_at(w, h, i))) free_threads++;
@@ -273,6 +293,35 @@ static inline int64_t nw_sb_most_free(char *base, const struct nw_sb_header *h, 
     if (free_threads > best) best = free_threads;
   }
   return best;
+}
+
+/* The most threads blocked waiting for a report that an accepting worker
+ * other than skip has (0 when none accepts): idle, not just between two
+ * requests. */
+static inline int64_t nw_sb_most_waiting(char *base, const struct nw_sb_header *h, uint32_t skip)
+{
+  int64_t most = 0, waiting;
+  struct nw_sb_worker *w;
+  uint32_t nr = 0;
+
+  while ((w = nw_sb_next_accepting(base, h, skip, &nr)))
+    if ((waiting = __atomic_load_n(&w->waiting, __ATOMIC_ACQUIRE)) > most) most = waiting;
+  return most;
+}
+
+/* The fewest connections any accepting worker other than skip holds, or
+ * NW_SB_NONE when no other worker accepts. */
+static inline int64_t nw_sb_fewest_connections(char *base, const struct nw_sb_header *h, uint32_t skip)
+{
+  int64_t fewest = NW_SB_NONE, held;
+  struct nw_sb_worker *w;
+  uint32_t nr = 0;
+
+  while ((w = nw_sb_next_accepting(base, h, skip, &nr))) {
+    held = __atomic_load_n(&w->connections, __ATOMIC_ACQUIRE);
+    if (fewest == NW_SB_NONE || held < fewest) fewest = held;
+  }
+  return fewest;
 }
 
 /* Counters are shared by a worker's threads: an atomic add. */

@@ -23,6 +23,7 @@ struct nw_worker_slot {
 
 static VALUE cThreadSlot, cWorkerSlot;
 
+
 static void thread_slot_mark(void *ptr)
 {
   struct nw_thread_slot *s = ptr;
@@ -70,6 +71,14 @@ static const rb_data_type_t worker_slot_type = {
   { worker_slot_mark, RUBY_TYPED_DEFAULT_FREE, worker_slot_memsize, worker_slot_compact, {0} },
   NULL, NULL, RUBY_TYPED_FREE_IMMEDIATELY
 };
+
+/* Where a worker's Poller writes how many of its threads wait (a
+ * WorkerSlot's field, alive as long as the slot object is). */
+int64_t *nw_worker_slot_waiting(VALUE slot)
+{
+  struct nw_worker_slot *s = rb_check_typeddata(slot, &worker_slot_type);
+  return &s->slot->waiting;
+}
 
 VALUE nw_thread_slot_new(VALUE board, struct nw_sb_thread *slot, struct nw_sb_worker *worker)
 {
@@ -219,6 +228,14 @@ static VALUE worker_slot_set_queued(VALUE self, VALUE count)
   return count;
 }
 
+/* WorkerSlot#connections = n: connections the worker holds (siblings let
+ * a crowd in to whichever holds fewest) */
+static VALUE worker_slot_set_connections(VALUE self, VALUE count)
+{
+  __atomic_store_n(&worker_slot(self)->slot->connections, NUM2LL(count), __ATOMIC_RELEASE);
+  return count;
+}
+
 /* WorkerSlot#serving = true: the worker finished booting (the master
  * tells a booting worker from one that serves by it) */
 static VALUE worker_slot_set_serving(VALUE self, VALUE flag)
@@ -271,6 +288,7 @@ void nw_init_scoreboard_slots(VALUE cScoreboard)
   rb_define_method(cWorkerSlot, "accepting=", worker_slot_set_accepting, 1);
   rb_define_method(cWorkerSlot, "accepting?", worker_slot_accepting, 0);
   rb_define_method(cWorkerSlot, "queued=", worker_slot_set_queued, 1);
+  rb_define_method(cWorkerSlot, "connections=", worker_slot_set_connections, 1);
   rb_define_method(cWorkerSlot, "serving=", worker_slot_set_serving, 1);
   rb_define_method(cWorkerSlot, "let_go!", worker_slot_let_go, 0);
   rb_define_method(cWorkerSlot, "thread", worker_slot_thread, 1);

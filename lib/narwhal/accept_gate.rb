@@ -76,9 +76,22 @@ module Narwhal
     end
 
     # A crowd in the listen queue may be let in here at once (Reactor#
-    # crowded?): no sibling has a free thread to take it instead.
+    # crowded?): no sibling has a thread waiting to take it instead.
     def crowd_welcome?
-      !(@scoreboard.most_free_threads(@nr) || 0).positive?
+      @scoreboard.most_waiting_threads(@nr).zero?
+    end
+
+    # Of a crowd, how many a worker holding `held` connections may let in:
+    # up to one more than the accepting sibling that holds fewest, so that
+    # crowded siblings share it (join the shortest queue); any alone.
+    def crowd_room(held)
+      fewest = @scoreboard.fewest_connections(@nr)
+      fewest ? [fewest + 1 - held, 0].max : Reactor::Acceptors::CROWD_MAX
+    end
+
+    # This worker holds count connections now (siblings read it).
+    def holding(count)
+      @worker.connections = count
     end
 
     # When a loop thread must ask again even if nothing happens here: while

@@ -24,8 +24,9 @@ module Narwhal
     #
     # Shedding (#shed?, asked when a response's head is written, after the
     # app returned): while other reports wait in this worker that no
-    # thread of it waits to take, and a sibling worker has an idle thread,
-    # the response says Connection: close, so that the client's next
+    # thread of it waits to take, and a sibling worker has an idle thread
+    # (blocked waiting for a report, not just between two requests), the
+    # response says Connection: close, so that the client's next
     # request reconnects and the kernel gives it to a worker that can serve
     # it now. Reports still waiting once a request has run have waited as
     # long as it took: a burst that a free thread takes at once is no
@@ -56,7 +57,7 @@ module Narwhal
       end
 
       def shed?
-        !@scoreboard.nil? && @reactor.backlog? && (@scoreboard.most_free_threads(@nr) || 0).positive?
+        !@scoreboard.nil? && @reactor.backlog? && @scoreboard.most_waiting_threads(@nr).positive?
       end
     end
   end

@@ -198,6 +198,11 @@ module Narwhal
       @threaded && @poller.waiting.zero? && @handlers.size > @poller.owned
     end
 
+    # Mirrors the threads waiting for reports (idle) into worker_slot.
+    def publish_waiting(worker_slot)
+      @poller.publish_waiting(worker_slot)
+    end
+
     # Connection reports served since the last call (a listener's turn).
     def served_since_last_turn
       served = @served

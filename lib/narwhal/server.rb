@@ -89,6 +89,7 @@ module Narwhal
       ForkGuard.arm(@threads) if threaded?
       @soft_timeout&.start
       @counters.accepting = @threads # siblings count this many sub-slots as threads
+      @reactor.publish_waiting(@counters) if threaded? # siblings see its idle threads
       @ready ? @ready.call : @logger.info("narwhal #{VERSION} serving pid=#{Process.pid}")
       threaded? ? @reactor.run(threads: @threads) { |i| start_thread(i) } : @reactor.run
     ensure

@@ -45,4 +45,27 @@ class ThreadsTurnsTest < Minitest::Test
     # in turn: each one's first request is begun before the others' third
     assert_operator first.max, :<=, 3 * CLIENTS, "order in which the clients were first served: #{first.sort.inspect}"
   end
+
+  # Two workers both busy with kept-alive clients: a thread of one coming
+  # back between two requests is not an idle sibling, and telling clients
+  # to reconnect there only sends them to the back of the listen queue.
+  def test_busy_siblings_shed_no_client_to_each_other
+    @server = Narwhal::ServerProcess.start(app: APP, lint: false, workers: 2, config: "worker_processes 2\nthreads 2\n")
+    closes = Queue.new
+    Array.new(12) do
+      Thread.new do
+        c = Narwhal::RawClient.new(TCPSocket.new(@server.host, @server.port))
+        25.times do
+          r = get(c, "/")
+          next unless r["connection"] == "close"
+
+          closes << r
+          c.close
+          c = Narwhal::RawClient.new(TCPSocket.new(@server.host, @server.port))
+        end
+        c.close
+      end
+    end.each(&:join)
+    assert_operator closes.size, :<=, 6, "responses that told the client to reconnect, of 300"
+  end
 end

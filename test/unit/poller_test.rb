@@ -140,4 +140,28 @@ class PollerTest < Minitest::Test
     r&.close
     w&.close
   end
+
+  # Siblings read a worker's idle threads, those blocked waiting for a
+  # report, from its scoreboard slot.
+  def test_threads_waiting_are_published_to_the_worker_slot
+    board = Narwhal::Scoreboard.new(2, threads: 2)
+    board.span = 2
+    slot = board.worker_slot(0)
+    slot.accepting = 2
+    poller = Narwhal::Poller.new
+    r, w = IO.pipe
+    poller.add(r.fileno, ONESHOT_READ)
+    poller.publish_waiting(slot)
+    assert_equal 0, board.most_waiting_threads(1)
+    waiter = Thread.new { poller.wait(5, [], 1) }
+    wait_until(message: "the waiting thread published") { board.most_waiting_threads(1) == 1 }
+    assert_equal 0, board.most_waiting_threads(0), "a worker never counts itself"
+    w.write("x")
+    waiter.join
+    assert_equal 0, board.most_waiting_threads(1), "it took a report: no longer idle"
+  ensure
+    poller&.close
+    r&.close
+    w&.close
+  end
 end

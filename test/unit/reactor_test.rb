@@ -306,6 +306,9 @@ class ReactorTest < Minitest::Test
     def recheck_in = nil
     def listening(_on); end
     def siblings? = false
+    def crowd_welcome? = true
+    def crowd_room(_held) = Narwhal::Reactor::Acceptors::CROWD_MAX
+    def holding(_count); end
 
     def accepted(handler, _now)
       @seen << handler

@@ -271,7 +271,7 @@ class ScoreboardTest < Minitest::Test
     assert_operator header[:threads_offset], :>=, 8 * (1 + Scoreboard::COUNTERS.size)
     assert_operator header[:thread_bytes], :>=, 16 + 8 + Scoreboard::METHOD_BYTES + Scoreboard::PATH_BYTES
     assert_equal [2, Scoreboard::HISTOGRAM_BOUNDS.size], header.values_at(:histograms, :buckets)
-    assert_equal 3, Scoreboard::LAYOUT_VERSION
+    assert_equal 4, Scoreboard::LAYOUT_VERSION
     assert_equal 0x4E575342, Scoreboard::MAGIC
     assert_equal %i[connections_accepted requests_rejected app_errors request_timeouts], Scoreboard::COUNTERS
     assert_equal [0, 1, 2, 3], [Scoreboard::CONNECTIONS_ACCEPTED, Scoreboard::REQUESTS_REJECTED,
@@ -339,6 +339,27 @@ class ScoreboardTest < Minitest::Test
     board.span = 1
     assert_equal 3, board.header[:worker_span], "the span never shrinks"
     assert_raises(IndexError) { board.span = 5 }
+  end
+
+  def test_fewest_connections_of_the_accepting_siblings
+    board = Scoreboard.new(4, threads: 2)
+    board.span = 3
+    assert_nil board.fewest_connections(0), "no sibling accepts yet"
+    board.worker_slot(1).accepting = true
+    board.worker_slot(2).accepting = true
+    board.worker_slot(3).accepting = true # beyond the span: not a worker
+    pid = fork do
+      board.worker_slot(1).connections = 30
+      board.worker_slot(2).connections = 12
+      exit!(0)
+    end
+    Process.wait(pid)
+    assert_equal 12, board.fewest_connections(0), "what a forked sibling wrote is seen"
+    assert_equal 30, board.fewest_connections(2), "a worker never counts itself"
+    board.worker_slot(2).accepting = false
+    assert_equal 30, board.fewest_connections(0), "one that does not accept takes no crowd"
+    board.reset(1)
+    assert_nil board.fewest_connections(0)
   end
 
   # After a reload lowered `threads`, a worker runs fewer threads than its

@@ -202,6 +202,7 @@ module Narwhal
       # and a crowded worker has none, so the report may never reach it.
       def admit(now)
         @next_admission = now + ADMISSION_INTERVAL
+        @gate.holding(@reactor.handler_count)
         return unless crowded?
 
         served = @reactor.served_since_last_turn.clamp(0, CROWD_MAX)
@@ -212,9 +213,10 @@ module Narwhal
         @listening && @reactor.crowded? && @gate.crowd_welcome?
       end
 
-      # Takes up to count connections waiting, for the loop to serve.
+      # Takes up to count connections waiting, for the loop to serve; with
+      # crowded siblings, its share (AcceptGate#crowd_room).
       def let_in(acceptor, count)
-        count.times { break unless @listening && can_take? && accept(acceptor, serve: false) }
+        [count, @gate.crowd_room(@reactor.handler_count)].min.times { break unless @listening && can_take? && accept(acceptor, serve: false) }
       end
 
       def accepted(handler)
