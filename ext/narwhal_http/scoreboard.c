@@ -283,8 +283,8 @@ static VALUE board_most_free_threads(VALUE self, VALUE vnr)
   return of_siblings(self, vnr, nw_sb_most_free);
 }
 
-/* #fewest_connections(nr) -> Integer or nil: the fewest connections an
- * accepting worker other than nr holds, nil when no other worker accepts */
+/* #fewest_connections(nr) -> Integer or nil: the fewest connections a
+ * serving worker other than nr holds, nil when no other worker serves */
 static VALUE board_fewest_connections(VALUE self, VALUE vnr)
 {
   return of_siblings(self, vnr, nw_sb_fewest_connections);

@@ -249,19 +249,28 @@ static inline int64_t nw_sb_requests(const struct nw_sb_thread *t)
   return __atomic_load_n(&t->requests, __ATOMIC_RELAXED);
 }
 
-/* The next worker from *nr on, other than skip, that accepts new
- * connections (its listeners are in its epoll set), or NULL; *nr is then
- * past it. */
-static inline struct nw_sb_worker *nw_sb_next_accepting(char *base, const struct nw_sb_header *h, uint32_t skip,
-                                                        uint32_t *nr)
+/* Which siblings a walk over the slots visits. */
+enum nw_sb_siblings {
+  NW_SB_ACCEPTING, /* listeners in its epoll set: it takes new connections now */
+  NW_SB_SERVING_ONES /* booted and not stopping, accepting or not */
+};
+
+/* The next worker from *nr on, other than skip, of the kind asked, or
+ * NULL; *nr is then past it. */
+static inline struct nw_sb_worker *nw_sb_next_sibling(char *base, const struct nw_sb_header *h, uint32_t skip,
+                                                      uint32_t *nr, enum nw_sb_siblings which)
 {
   uint32_t span = __atomic_load_n(&((const struct nw_sb_header *)base)->worker_span, __ATOMIC_ACQUIRE);
   struct nw_sb_worker *w;
+  int ok;
 
   if (span > h->workers) span = h->workers;
   while (*nr < span) {
     w = nw_sb_worker_at(base, h, (*nr)++);
-    if (*nr - 1 != skip && __atomic_load_n(&w->accepting, __ATOMIC_ACQUIRE) > 0) return w;
+    if (*nr - 1 == skip) continue;
+    ok = which == NW_SB_ACCEPTING ? __atomic_load_n(&w->accepting, __ATOMIC_ACQUIRE) > 0
+                                  : __atomic_load_n(&w->serving, __ATOMIC_ACQUIRE) == NW_SB_SERVING;
+    if (ok) return w;
   }
   return NULL;
 }
@@ -282,7 +291,7 @@ static inline int64_t nw_sb_most_free(char *base, const struct nw_sb_header *h, 
   struct nw_sb_worker *w;
   uint32_t nr = 0, i;
 
-  while ((w = nw_sb_next_accepting(base, h, skip, &nr))) {
+  while ((w = nw_sb_next_sibling(base, h, skip, &nr, NW_SB_ACCEPTING))) {
     threads = __atomic_load_n(&w->accepting, __ATOMIC_ACQUIRE);
     if (threads > (int64_t)h->threads) threads = h->threads;
     free_threads = 0;
@@ -304,20 +313,21 @@ static inline int64_t nw_sb_most_waiting(char *base, const struct nw_sb_header *
   struct nw_sb_worker *w;
   uint32_t nr = 0;
 
-  while ((w = nw_sb_next_accepting(base, h, skip, &nr)))
+  while ((w = nw_sb_next_sibling(base, h, skip, &nr, NW_SB_ACCEPTING)))
     if ((waiting = __atomic_load_n(&w->waiting, __ATOMIC_ACQUIRE)) > most) most = waiting;
   return most;
 }
 
-/* The fewest connections any accepting worker other than skip holds, or
- * NW_SB_NONE when no other worker accepts. */
+/* The fewest connections any serving worker other than skip holds (one
+ * whose listeners are out of its set a moment, claims for instance, counts
+ * too), or NW_SB_NONE when no other worker serves. */
 static inline int64_t nw_sb_fewest_connections(char *base, const struct nw_sb_header *h, uint32_t skip)
 {
   int64_t fewest = NW_SB_NONE, held;
   struct nw_sb_worker *w;
   uint32_t nr = 0;
 
-  while ((w = nw_sb_next_accepting(base, h, skip, &nr))) {
+  while ((w = nw_sb_next_sibling(base, h, skip, &nr, NW_SB_SERVING_ONES))) {
     held = __atomic_load_n(&w->connections, __ATOMIC_ACQUIRE);
     if (fewest == NW_SB_NONE || held < fewest) fewest = held;
   }

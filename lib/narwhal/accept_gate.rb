@@ -82,11 +82,12 @@ module Narwhal
     end
 
     # Of a crowd, how many a worker holding `held` connections may let in:
-    # up to one more than the accepting sibling that holds fewest, so that
-    # crowded siblings share it (join the shortest queue); any alone.
+    # up to as many more than the serving sibling that holds fewest as it
+    # has threads, so that crowded siblings share it (join the shortest
+    # queue, by a round at most) without waiting on each other; any alone.
     def crowd_room(held)
       fewest = @scoreboard.fewest_connections(@nr)
-      fewest ? [fewest + 1 - held, 0].max : Reactor::Acceptors::CROWD_MAX
+      fewest ? [fewest + @threads - held, 0].max : Reactor::Acceptors::CROWD_MAX
     end
 
     # This worker holds count connections now (siblings read it).

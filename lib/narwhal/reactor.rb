@@ -72,7 +72,6 @@ module Narwhal
       @handlers = {}  # handler => fd
       @acceptors = Acceptors.new(self, @poller, logger, max_handlers, gate)
       @ready = []
-      @served = 0
       @next_sweep = 0
       @sweeping = Mutex.new # one thread sweeps at a time
       @on_sweep = nil
@@ -203,13 +202,6 @@ module Narwhal
       @poller.publish_waiting(worker_slot)
     end
 
-    # Connection reports served since the last call (a listener's turn).
-    def served_since_last_turn
-      served = @served
-      @served = 0
-      served
-    end
-
     # A loop thread is about to run a request (request threads, siblings).
     def request_starting
       @acceptors.request_starting
@@ -273,7 +265,6 @@ module Narwhal
     # Runs the handler's step, then does what it answered. Also when the
     # step did not return (the app ended its thread): the connection closes.
     def dispatch(target, fd)
-      @served += 1
       action = CLOSE
       action = @writing[fd] ? target.on_writable : target.on_readable
     rescue StandardError => e

@@ -31,18 +31,18 @@ class AcceptGateTest < Minitest::Test
     @clients.concat(Array.new(count) { TCPSocket.new("127.0.0.1", @listener.local_address.ip_port) })
   end
 
-  # Crowded siblings share a crowd: each lets in up to one more than the
-  # accepting sibling that holds fewest connections.
+  # Crowded siblings share a crowd: each lets in up to a thread's worth
+  # more than the sibling that holds fewest connections.
   def test_a_crowd_goes_to_the_worker_holding_fewest
-    assert_equal Narwhal::Reactor::Acceptors::CROWD_MAX, @gate.crowd_room(40), "no sibling accepts: all of it"
-    @board.worker_slot(1).accepting = true
+    assert_equal Narwhal::Reactor::Acceptors::CROWD_MAX, @gate.crowd_room(40), "no sibling serves: all of it"
+    @board.worker_slot(1).serving = true
     @board.worker_slot(1).connections = 10
-    assert_equal 11, @gate.crowd_room(0)
-    assert_equal 1, @gate.crowd_room(10), "as many as the sibling: one more, then the sibling's turn"
-    assert_equal 0, @gate.crowd_room(12), "more than the sibling: none"
-    @gate.listening(true)
+    assert_equal 14, @gate.crowd_room(0)
+    assert_equal 4, @gate.crowd_room(10), "as many as the sibling: a thread's worth more, then the sibling's turn"
+    assert_equal 0, @gate.crowd_room(14), "that many more than the sibling: none"
+    @board.worker_slot(0).serving = true
     @gate.holding(7)
-    assert_equal 8, Narwhal::AcceptGate.new(4, @board, 1, [@listener]).crowd_room(0), "the sibling reads what this one holds"
+    assert_equal 11, Narwhal::AcceptGate.new(4, @board, 1, [@listener]).crowd_room(0), "the sibling reads what this one holds"
   end
 
   def test_all_threads_idle_is_open_and_needs_no_recheck

@@ -341,23 +341,23 @@ class ScoreboardTest < Minitest::Test
     assert_raises(IndexError) { board.span = 5 }
   end
 
-  def test_fewest_connections_of_the_accepting_siblings
+  def test_fewest_connections_of_the_serving_siblings
     board = Scoreboard.new(4, threads: 2)
     board.span = 3
-    assert_nil board.fewest_connections(0), "no sibling accepts yet"
-    board.worker_slot(1).accepting = true
-    board.worker_slot(2).accepting = true
-    board.worker_slot(3).accepting = true # beyond the span: not a worker
+    assert_nil board.fewest_connections(0), "no sibling serves yet"
+    board.worker_slot(1).serving = true
+    board.worker_slot(2).serving = true
+    board.worker_slot(3).serving = true # beyond the span: not a worker
     pid = fork do
       board.worker_slot(1).connections = 30
       board.worker_slot(2).connections = 12
       exit!(0)
     end
     Process.wait(pid)
-    assert_equal 12, board.fewest_connections(0), "what a forked sibling wrote is seen"
+    assert_equal 12, board.fewest_connections(0), "what a forked sibling wrote is seen, accepting or not"
     assert_equal 30, board.fewest_connections(2), "a worker never counts itself"
-    board.worker_slot(2).accepting = false
-    assert_equal 30, board.fewest_connections(0), "one that does not accept takes no crowd"
+    board.worker_slot(2).let_go!
+    assert_equal 30, board.fewest_connections(0), "one that let go of its listeners takes no crowd"
     board.reset(1)
     assert_nil board.fewest_connections(0)
   end

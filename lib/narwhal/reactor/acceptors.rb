@@ -72,18 +72,18 @@ module Narwhal
       # report is one turn for its whole listen queue, which a crowded
       # worker (Reactor#crowded?) gets once per round of the kept-alive
       # requests: let in one per round, the last of a crowd waited a round
-      # for each connection ahead of it. So such a worker lets in one
-      # connection for each request it served since the listeners' last
-      # turn (up to CROWD_MAX), as if the queue had a turn at each, and
-      # leaves them to take their own turns with the kept-alive requests;
-      # siblings do the same at their own pace. Not while a sibling has a
-      # free thread (AcceptGate#crowd_welcome?). Else one, served here.
-      # (A crowded worker also looks at the queues itself: #admit.)
+      # for each connection ahead of it. So such a worker lets in what
+      # waits (up to CROWD_MAX; with crowded siblings, up to one more than
+      # the one holding fewest: AcceptGate#crowd_room) and leaves each to
+      # take its own turn behind the requests that came before it. Not
+      # while a sibling has a thread waiting (AcceptGate#crowd_welcome?).
+      # Else one, served here. (A crowded worker also looks at the queues
+      # itself: #admit.)
       def ready(fd)
         acceptor = @by_fd[fd] or return
         return accept(acceptor) unless crowded?
 
-        let_in(acceptor, @reactor.served_since_last_turn.clamp(1, CROWD_MAX))
+        let_in(acceptor)
       end
 
       # How long a loop thread may wait: less than default while a
@@ -194,8 +194,6 @@ module Narwhal
         nil
       end
 
-      # A new connection whose request has not come claims a thread for a
-      # moment (AcceptGate).
       # A crowded worker looks at its listen queues itself every
       # ADMISSION_INTERVAL: the kernel puts a shared listener's report in
       # the ready list of a worker that has a thread waiting in epoll_wait,
@@ -205,20 +203,21 @@ module Narwhal
         @gate.holding(@reactor.handler_count)
         return unless crowded?
 
-        served = @reactor.served_since_last_turn.clamp(0, CROWD_MAX)
-        @listeners.each { |l| (acceptor = @by_fd[l.io.fileno]) && let_in(acceptor, served) } if served.positive?
+        @listeners.each { |l| (acceptor = @by_fd[l.io.fileno]) && let_in(acceptor) }
       end
 
       def crowded?
         @listening && @reactor.crowded? && @gate.crowd_welcome?
       end
 
-      # Takes up to count connections waiting, for the loop to serve; with
-      # crowded siblings, its share (AcceptGate#crowd_room).
-      def let_in(acceptor, count)
-        [count, @gate.crowd_room(@reactor.handler_count)].min.times { break unless @listening && can_take? && accept(acceptor, serve: false) }
+      # Takes the connections waiting, for the loop to serve: up to
+      # CROWD_MAX, with crowded siblings its share (AcceptGate#crowd_room).
+      def let_in(acceptor)
+        @gate.crowd_room(@reactor.handler_count).clamp(0, CROWD_MAX).times { break unless @listening && can_take? && accept(acceptor, serve: false) }
       end
 
+      # A new connection whose request has not come claims a thread for a
+      # moment (AcceptGate).
       def accepted(handler)
         return unless @gate && handler.awaiting_first_request?
 
