@@ -192,7 +192,7 @@ module Narwhal
 
     # Request threads: this worker's connections wait (for a thread or for
     # their clients) and no other thread waits for reports. A listener's
-    # report then lets in every connection waiting behind it (Acceptors).
+    # report then lets in the connections waiting behind it (Acceptors).
     def crowded?
       @threaded && @poller.waiting.zero? && @handlers.size > @poller.owned
     end

@@ -42,7 +42,8 @@ class AcceptGateTest < Minitest::Test
     assert_equal 0, @gate.crowd_room(14), "that many more than the sibling: none"
     @board.worker_slot(0).serving = true
     @gate.holding(7)
-    assert_equal 11, Narwhal::AcceptGate.new(4, @board, 1, [@listener]).crowd_room(0), "the sibling reads what this one holds"
+    sibling = Narwhal::AcceptGate.new(4, @board, 1, [@listener])
+    assert_equal 11, sibling.crowd_room(0), "the sibling reads what this one holds"
   end
 
   def test_all_threads_idle_is_open_and_needs_no_recheck

@@ -47,9 +47,11 @@ module Narwhal
       # why: "QUIT received", "drain_delay over"; or the signal's name.
       def stop(sig, why)
         @logger.info(sig == :QUIT ? "#{why}: stopping workers gracefully" : "#{why} received: stopping now")
+        # before the stop shows: probes taken on a control socket handed to
+        # a USR2 successor are answered as they came, before it (not 503)
+        let_go_of_listeners
         @shutdown.stop(sig, @config, Clock.now)
         @notify.stopping(why, successor: @reexec.pid) # after USR2 the new master carries the unit on
-        let_go_of_listeners
         @workers.signal_all(sig)
       end
 

@@ -73,9 +73,9 @@ module Narwhal
       # worker (Reactor#crowded?) gets once per round of the kept-alive
       # requests: let in one per round, the last of a crowd waited a round
       # for each connection ahead of it. So such a worker lets in what
-      # waits (up to CROWD_MAX; with crowded siblings, up to one more than
-      # the one holding fewest: AcceptGate#crowd_room) and leaves each to
-      # take its own turn behind the requests that came before it. Not
+      # waits (up to CROWD_MAX; with crowded siblings, its share:
+      # AcceptGate#crowd_room) and leaves each connection to take its own
+      # turn behind the requests that came before it. Not
       # while a sibling has a thread waiting (AcceptGate#crowd_welcome?).
       # Else one, served here. (A crowded worker also looks at the queues
       # itself: #admit.)
@@ -213,7 +213,9 @@ module Narwhal
       # Takes the connections waiting, for the loop to serve: up to
       # CROWD_MAX, with crowded siblings its share (AcceptGate#crowd_room).
       def let_in(acceptor)
-        @gate.crowd_room(@reactor.handler_count).clamp(0, CROWD_MAX).times { break unless @listening && can_take? && accept(acceptor, serve: false) }
+        @gate.crowd_room(@reactor.handler_count).clamp(0, CROWD_MAX).times do
+          break unless @listening && can_take? && accept(acceptor, serve: false)
+        end
       end
 
       # A new connection whose request has not come claims a thread for a
