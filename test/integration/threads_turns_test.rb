@@ -29,6 +29,7 @@ class ThreadsTurnsTest < Minitest::Test
     @server = Narwhal::ServerProcess.start(app: APP, lint: false, config: "threads 2\n")
     clients = Array.new(CLIENTS) { client }
     first = Array.new(CLIENTS)
+    errors = Queue.new
     deadline = now + 60
     threads = clients.each_with_index.map do |c, i|
       Thread.new do
@@ -37,10 +38,14 @@ class ThreadsTurnsTest < Minitest::Test
           n = Integer(get(c, "/").body)
           first[i] ||= n
         end
+      rescue SystemCallError, IOError => e
+        errors << "client #{i} after #{first[i] ? 'its first answer' : 'no answer'}: #{e.class}"
       end
     end
     threads.each(&:join)
 
+    lost = Array.new(errors.size) { errors.pop }
+    assert_empty lost, "connections lost; the server's log:\n#{@server.log}"
     assert first.all?, "every client answered within the deadline: #{first.inspect}"
     # in turn: each one's first request is begun before the others' third
     assert_operator first.max, :<=, 3 * CLIENTS, "order in which the clients were first served: #{first.sort.inspect}"
