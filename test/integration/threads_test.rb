@@ -99,8 +99,7 @@ class ThreadsTest < Minitest::Test
       end
     end
     clients.each(&:join)
-    errors = Array.new(failures.size) { failures.pop }
-    assert_empty errors, "server log: #{@server.log.lines.grep(/error/).first(5).join}"
+    assert_empty drained(failures), "server log: #{@server.log.lines.grep(/error/).first(5).join}"
     assert_equal 32 * 313, served.size
     threads = Array.new(served.size) { served.pop }.uniq
     assert_operator threads.size, :>, 1, "requests ran on several threads: #{threads}"

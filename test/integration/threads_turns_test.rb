@@ -44,8 +44,7 @@ class ThreadsTurnsTest < Minitest::Test
     end
     threads.each(&:join)
 
-    lost = Array.new(errors.size) { errors.pop }
-    assert_empty lost, "connections lost; the server's log:\n#{@server.log}"
+    assert_empty drained(errors), "connections lost; the server's log:\n#{@server.log}"
     assert first.all?, "every client answered within the deadline: #{first.inspect}"
     # in turn: each one's first request is begun before the others' third
     assert_operator first.max, :<=, 3 * CLIENTS, "order in which the clients were first served: #{first.sort.inspect}"

@@ -41,6 +41,11 @@ module ThreadsClient
     Process.clock_gettime(Process::CLOCK_MONOTONIC)
   end
 
+  # What client threads pushed to queue, as an Array (they have ended).
+  def drained(queue)
+    Array.new(queue.size) { queue.pop }
+  end
+
   # A file in the server's directory the app wrote.
   def mark?(name)
     File.exist?(File.join(@server.dir, name))
