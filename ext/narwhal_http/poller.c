@@ -20,6 +20,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <time.h>
 #include <unistd.h>
 #include <ruby/thread.h>
 
@@ -28,6 +29,13 @@
 /* Descriptors the table has room for before it first grows. */
 #define NW_POLLER_TABLE_START 1024
 #define NW_POLLER_FD_BITS 32
+/*
+ * How long the leader holds the reports it got for a thread that serves
+ * with the GVL to take over, before it queues for the GVL itself: longer
+ * than a short request (hello takes about 20 us), short beside an app's
+ * I/O wait, which is when nobody takes them.
+ */
+#define NW_POLLER_HANDOVER_US 100
 
 /*
  * What the set knows of each descriptor, for threads that share it. A
@@ -62,6 +70,25 @@ struct nw_poller {
    * at threads 5 on two CPUs).
    */
   pthread_mutex_t leader;
+  /*
+   * The reports the leader got, from the moment epoll_wait returned them
+   * until it has the GVL back. While a thread serves with the GVL, the
+   * leader holds them for it (NW_POLLER_HANDOVER_US) and that thread takes
+   * them over with its next #wait (keep) and serves them itself, so that
+   * a report does not wait for the GVL to change hands; the leader, with
+   * nothing left, waits in epoll_wait again without having taken the GVL.
+   * Written by the leader only, while held_count is 0; taken with the GVL
+   * (by the leader itself before it gives up the leader lock); both under
+   * held_lock.
+   */
+  struct epoll_event held[NW_POLLER_MAX_EVENTS];
+  int held_count;
+  pthread_mutex_t held_lock;
+  pthread_cond_t serving_stopped; /* signalled when serving drops */
+  /* threads that took a report with #wait and will ask for the next one
+   * with keep: only while one does is a take-over waited for */
+  int serving;
+  int shared; /* request threads wait in it (#initialize) */
   size_t table_size;
   struct nw_fd_state *table;
 };
@@ -81,6 +108,8 @@ static void poller_free(void *ptr)
   struct nw_poller *p = ptr;
   if (p->epfd >= 0) close(p->epfd);
   pthread_mutex_destroy(&p->leader);
+  pthread_mutex_destroy(&p->held_lock);
+  pthread_cond_destroy(&p->serving_stopped);
   xfree(p->table);
   xfree(p);
 }
@@ -109,7 +138,13 @@ static VALUE poller_alloc(VALUE klass)
   VALUE obj = TypedData_Make_Struct(klass, struct nw_poller, &poller_type, p);
   p->epfd = -1;
   p->publisher = Qnil;
+  pthread_condattr_t attr;
   pthread_mutex_init(&p->leader, NULL);
+  pthread_mutex_init(&p->held_lock, NULL);
+  pthread_condattr_init(&attr);
+  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  pthread_cond_init(&p->serving_stopped, &attr);
+  pthread_condattr_destroy(&attr);
   return obj;
 }
 
@@ -121,10 +156,17 @@ static struct nw_poller *get_poller(VALUE self)
   return p;
 }
 
-static VALUE poller_init(VALUE self)
+/*
+ * #initialize(shared = false): shared when request threads all wait in it;
+ * only then are the leader's reports held for a serving thread.
+ */
+static VALUE poller_init(int argc, VALUE *argv, VALUE self)
 {
   struct nw_poller *p;
+  VALUE shared;
+  rb_scan_args(argc, argv, "01", &shared);
   TypedData_Get_Struct(self, struct nw_poller, &poller_type, p);
+  p->shared = RTEST(shared);
   p->epfd = epoll_create1(EPOLL_CLOEXEC);
   if (p->epfd < 0) rb_sys_fail("epoll_create1");
   return self;
@@ -256,14 +298,90 @@ static VALUE poller_owned_p(VALUE self, VALUE vfd)
   return (p->table[fd].flags & NW_FD_OWNED) ? Qtrue : Qfalse;
 }
 
+/* The time now plus us microseconds, on the clock of the hand-over condition. */
+static struct timespec deadline_in(long us)
+{
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  t.tv_nsec += us * 1000L;
+  if (t.tv_nsec >= 1000000000L) {
+    t.tv_sec += t.tv_nsec / 1000000000L;
+    t.tv_nsec %= 1000000000L;
+  }
+  return t;
+}
+
+/*
+ * The leader's reports are held for a serving thread to take over; true
+ * when one did (all of them) within NW_POLLER_HANDOVER_US, false when none
+ * did or none serves any more (the leader then runs them itself, once it
+ * has the GVL). The taker does not wake the leader: that would cost it a
+ * system call for every report taken.
+ */
+static int handed_over(struct nw_poller *p, const struct epoll_event *events, int n)
+{
+  struct timespec until;
+  int taken;
+  pthread_mutex_lock(&p->held_lock);
+  memcpy(p->held, events, (size_t)n * sizeof(struct epoll_event));
+  __atomic_store_n(&p->held_count, n, __ATOMIC_RELEASE);
+  until = deadline_in(NW_POLLER_HANDOVER_US);
+  while (p->held_count > 0 && __atomic_load_n(&p->serving, __ATOMIC_ACQUIRE) > 0)
+    if (pthread_cond_timedwait(&p->serving_stopped, &p->held_lock, &until) != 0) break;
+  taken = p->held_count == 0;
+  pthread_mutex_unlock(&p->held_lock);
+  return taken;
+}
+
+/*
+ * The leader: waits in epoll_wait; what it gets, a serving thread may take
+ * over, and then the leader waits again, all without the GVL. It returns
+ * (to queue for the GVL) with reports no thread took, on a timeout, or
+ * when interrupted.
+ */
 static void *wait_nogvl(void *ptr)
 {
   struct wait_args *a = ptr;
   pthread_mutex_lock(&a->p->leader);
   a->led = 1;
-  a->result = epoll_wait(a->p->epfd, a->events, a->max, a->timeout_ms);
-  a->error = errno;
+  do {
+    a->result = epoll_wait(a->p->epfd, a->events, a->max, a->timeout_ms);
+    a->error = errno;
+  } while (a->result > 0 && a->p->shared && handed_over(a->p, a->events, a->result));
   return NULL;
+}
+
+/*
+ * Takes the reports the leader holds into events (at most max; the rest
+ * stay held), with the GVL held; their count.
+ */
+static int take_held(struct nw_poller *p, struct epoll_event *events, int max)
+{
+  int n;
+  if (__atomic_load_n(&p->held_count, __ATOMIC_ACQUIRE) <= 0) return 0;
+  pthread_mutex_lock(&p->held_lock);
+  n = p->held_count;
+  if (n > max) {
+    memcpy(events, p->held, (size_t)max * sizeof(struct epoll_event));
+    memmove(p->held, p->held + max, (size_t)(n - max) * sizeof(struct epoll_event));
+    p->held_count = n - max;
+    n = max;
+  } else if (n > 0) {
+    memcpy(events, p->held, (size_t)n * sizeof(struct epoll_event));
+    __atomic_store_n(&p->held_count, 0, __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock(&p->held_lock);
+  return n < 0 ? 0 : n;
+}
+
+/* A serving thread stops serving (it is about to wait): a leader holding
+ * reports for it to take over runs them itself. */
+static void stop_serving(struct nw_poller *p)
+{
+  pthread_mutex_lock(&p->held_lock);
+  __atomic_sub_fetch(&p->serving, 1, __ATOMIC_RELEASE);
+  pthread_cond_signal(&p->serving_stopped);
+  pthread_mutex_unlock(&p->held_lock);
 }
 
 /* Whether the caller may act on the event: current, and claimed if claimable. */
@@ -300,22 +418,30 @@ static VALUE poller_wait(int argc, VALUE *argv, VALUE self)
   struct epoll_event events[NW_POLLER_MAX_EVENTS];
   struct wait_args a;
   VALUE timeout, ready, vmax, keep;
-  int i, count = 0, fd;
+  int i, count = 0, fd, serving;
   rb_scan_args(argc, argv, "22", &timeout, &ready, &vmax, &keep);
   Check_Type(ready, T_ARRAY);
   a.p = get_poller(self);
+  serving = a.p->shared && RTEST(keep);
   a.events = events;
   a.max = NIL_P(vmax) ? NW_POLLER_MAX_EVENTS : NUM2INT(vmax);
   if (a.max < 1 || a.max > NW_POLLER_MAX_EVENTS) rb_raise(rb_eArgError, "max events out of 1..%d", NW_POLLER_MAX_EVENTS);
   a.timeout_ms = NIL_P(timeout) ? -1 : (int)(NUM2DBL(timeout) * 1000.0);
   a.result = 0;
-  /* keep: a report already ready is taken without giving up the GVL, so
-   * that a thread with work ready goes on instead of waking another */
-  if (RTEST(keep)) {
-    a.result = epoll_wait(a.p->epfd, events, a.max, 0);
-    a.error = errno;
+  /* keep (the caller got a report from its last #wait and served it): a
+   * report the leader holds, else one already ready, is taken without
+   * giving up the GVL, so that a thread with work goes on instead of
+   * waking another */
+  if (serving) {
+    a.result = take_held(a.p, events, a.max);
+    if (a.result == 0) {
+      a.result = epoll_wait(a.p->epfd, events, a.max, 0);
+      a.error = errno;
+    }
   }
   if (a.result == 0) {
+    if (serving) stop_serving(a.p);
+    serving = 0;
     a.led = 0;
     a.error = EINTR; /* if an interrupt came first, wait_nogvl does not run */
     a.p->waiting++;
@@ -323,13 +449,17 @@ static VALUE poller_wait(int argc, VALUE *argv, VALUE self)
     /* the variant that does not raise on its way back: the leader lock is
      * given up first, whatever happens next */
     rb_thread_call_without_gvl2(wait_nogvl, &a, RUBY_UBF_IO, NULL);
-    if (a.led) pthread_mutex_unlock(&a.p->leader);
+    if (a.led) {
+      /* what no serving thread took over while this one waited for the GVL */
+      if (a.result > 0 && a.p->shared) a.result = take_held(a.p, events, a.max);
+      pthread_mutex_unlock(&a.p->leader);
+    }
     a.p->waiting--;
     publish_waiting(a.p);
+    /* trap handlers, Thread#raise and #kill now, before anything is
+     * claimed: a claim not handed to the caller would never be given back */
+    rb_thread_check_ints();
   }
-  /* trap handlers, Thread#raise and #kill now, before anything is claimed:
-   * a claim not handed to the caller would never be given back */
-  rb_thread_check_ints();
   if (a.result < 0) {
     if (a.error != EINTR) {
       errno = a.error;
@@ -340,6 +470,10 @@ static VALUE poller_wait(int argc, VALUE *argv, VALUE self)
   if (a.p->epfd >= 0)
     for (i = 0; i < a.result; i++)
       if (take_event(a.p, &events[i], &fd)) rb_ary_store(ready, count++, INT2FIX(fd));
+  /* the caller serves on and comes back with keep, or waits next time */
+  if (!a.p->shared) return INT2FIX(count);
+  if (count > 0 && !serving) __atomic_add_fetch(&a.p->serving, 1, __ATOMIC_RELEASE);
+  else if (count == 0 && serving) stop_serving(a.p);
   return INT2FIX(count);
 }
 
@@ -358,6 +492,13 @@ static VALUE poller_publish_waiting(VALUE self, VALUE slot)
   p->publisher = slot;
   publish_waiting(p);
   return Qnil;
+}
+
+/* #held -> Integer: reports the waiting thread got and holds for a
+ * serving thread to take over (threads sharing the set) */
+static VALUE poller_held(VALUE self)
+{
+  return INT2FIX(__atomic_load_n(&get_poller(self)->held_count, __ATOMIC_ACQUIRE));
 }
 
 /* #waiting -> Integer: threads blocked in #wait now */
@@ -394,7 +535,7 @@ void nw_init_poller(void)
 #ifdef __linux__
   VALUE c = rb_define_class_under(nw_mNarwhal, "Poller", rb_cObject);
   rb_define_alloc_func(c, poller_alloc);
-  rb_define_method(c, "initialize", poller_init, 0);
+  rb_define_method(c, "initialize", poller_init, -1);
   rb_define_const(c, "READ", UINT2NUM(EPOLLIN));
   rb_define_const(c, "MAX_EVENTS", INT2FIX(NW_POLLER_MAX_EVENTS));
   rb_define_const(c, "WRITE", UINT2NUM(EPOLLOUT));
@@ -410,6 +551,7 @@ void nw_init_poller(void)
   rb_define_method(c, "owned?", poller_owned_p, 1);
   rb_define_method(c, "wait", poller_wait, -1);
   rb_define_method(c, "waiting", poller_waiting, 0);
+  rb_define_method(c, "held", poller_held, 0);
   rb_define_method(c, "publish_waiting", poller_publish_waiting, 1);
   rb_define_method(c, "owned", poller_owned, 0);
   rb_define_method(c, "pending?", poller_pending_p, 0);

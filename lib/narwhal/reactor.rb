@@ -47,8 +47,6 @@ module Narwhal
 
     # How often deadlines are checked; timeouts are accurate to this.
     SWEEP_INTERVAL = 0.25
-    # Reports a loop thread takes in a row while it holds the GVL.
-    KEEP_GVL = 32
 
     # A pipe whose readability only runs a block (signals, the master's pipe).
     Watcher = Struct.new(:block) do
@@ -62,8 +60,8 @@ module Narwhal
     # an AcceptGate (request threads) or nil (one thread).
     def initialize(logger, max_handlers: Float::INFINITY, gate: nil)
       @logger = logger
-      @poller = Poller.new
       @threaded = !gate.nil?
+      @poller = Poller.new(@threaded)
       # with threads each report goes to one thread, and is re-armed by it
       @handler_events = @threaded ? Poller::READ | Poller::ONESHOT : Poller::READ
       @write_events = @threaded ? Poller::WRITE | Poller::ONESHOT : Poller::WRITE
@@ -226,13 +224,11 @@ module Narwhal
     # One loop thread: waits for reports (at most max at a time), runs what
     # they ask, sweeps when it is time, and lets the acceptors look again.
     def serve(ready, max)
-      streak = 0
+      count = 0
       until finished?
-        # with threads: up to KEEP_GVL reports in a row are taken without
-        # giving up the GVL, then it is given up (others may hold reports)
-        keep = @threaded && (streak += 1) < KEEP_GVL
-        streak = 0 unless keep
-        count = @poller.wait(@acceptors.wait_time(SWEEP_INTERVAL), ready, max, keep)
+        # with threads: a thread that served goes on to the next report
+        # without giving up the GVL while there is one (Poller#wait)
+        count = @poller.wait(@acceptors.wait_time(SWEEP_INTERVAL), ready, max, @threaded && count.positive?)
         i = 0
         while i < count
           fd = ready[i]

@@ -164,4 +164,45 @@ class PollerTest < Minitest::Test
     r&.close
     w&.close
   end
+
+  # Threads sharing the set (Poller.new(true)): the report the waiting
+  # thread gets while another thread has the GVL and serves is taken over
+  # by the serving thread when it asks for its next report (keep), instead
+  # of waiting for the GVL to change hands.
+  def test_a_serving_thread_takes_over_the_report_a_waiting_thread_got
+    poller = Narwhal::Poller.new(true)
+    first_r, first_w = IO.pipe
+    second_r, second_w = IO.pipe
+    poller.add(first_r.fileno, ONESHOT_READ)
+    poller.add(second_r.fileno, ONESHOT_READ)
+    first_w.write("x")
+    assert_equal 1, poller.wait(1, [], 1), "this thread serves a first report"
+    leader = Thread.new { ready = []; [poller.wait(5, ready, 1), ready.first] }
+    wait_until(message: "the other thread waits in epoll_wait") { in_epoll_wait?(leader) }
+    second_w.write_nonblock("x")
+    # the GVL stays with this thread from here to its next report
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 5
+    until poller.held == 1
+      flunk "the waiting thread got no report" if Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+    end
+    ready = []
+    assert_equal [1, second_r.fileno], [poller.wait(5, ready, 1, true), ready.first]
+    assert_equal [0, nil], leader.value, "the waiting thread has nothing left to run"
+  ensure
+    leader&.kill
+    poller&.close
+    [first_r, first_w, second_r, second_w].each { |io| io&.close }
+  end
+
+  private
+
+  EPOLL_WAIT_SYSCALLS = [232, 281, 441].freeze # x86_64 epoll_wait, epoll_pwait, epoll_pwait2
+
+  # The thread is blocked in the kernel in an epoll wait.
+  def in_epoll_wait?(thread)
+    number = File.read("/proc/self/task/#{thread.native_thread_id}/syscall").split.first.to_i
+    EPOLL_WAIT_SYSCALLS.include?(number)
+  rescue Errno::ENOENT
+    false
+  end
 end
