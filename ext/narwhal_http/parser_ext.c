@@ -93,7 +93,9 @@ static int on_host(void *data, nw_span host, nw_span port)
 {
   parser_wrap *w = data;
   if (host.len == 0) return 0; /* empty Host: keep the listener's name */
-  rb_hash_aset(w->env, nw_key_SERVER_NAME, str_span(host));
+  /* interned, as the port: a connection's requests all name the same host,
+   * and an object less per request (a name no longer used is collected) */
+  rb_hash_aset(w->env, nw_key_SERVER_NAME, nw_fstring(host.ptr, (long)host.len));
   rb_hash_aset(w->env, nw_key_SERVER_PORT, port_value(port, env_is_https(w->env)));
   return 0;
 }
