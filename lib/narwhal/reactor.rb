@@ -66,7 +66,7 @@ module Narwhal
       @handler_events = @threaded ? Poller::READ | Poller::ONESHOT : Poller::READ
       @write_events = @threaded ? Poller::WRITE | Poller::ONESHOT : Poller::WRITE
       @targets = []   # fd => handler or Watcher
-      @writing = []   # fd => true while its handler waits to write
+      @writing = []   # fd => true while its handler waits to write, nil until in the set
       @handlers = {}  # handler => fd
       @acceptors = Acceptors.new(self, @poller, logger, max_handlers, gate)
       @ready = []
@@ -97,7 +97,7 @@ module Narwhal
 
       fd = io.fileno
       @targets[fd] = Watcher.new(block)
-      @writing[fd] = nil
+      @writing[fd] = false
       @poller.add(fd, Poller::READ)
     end
 
@@ -162,20 +162,20 @@ module Narwhal
     # epoll refused it (the handler is closed).
     def adopt(handler, fd, serve: true)
       @targets[fd] = handler
-      @writing[fd] = nil
+      @writing[fd] = nil # not in the set yet
       @handlers[handler] = fd
-      if @threaded && serve
-        @poller.reserve(fd) # this thread's until it first arms it
-      else
+      if !serve
         @poller.add(fd, @handler_events)
+        @writing[fd] = false
+      elsif @threaded
+        @poller.reserve(fd) # this thread's until it first arms it
       end
+      # served here: it joins the set when it first waits (#wait_for), so
+      # a connection closed after its first request never does
       dispatch(handler, fd) if serve
       true
     rescue Errno::ENOMEM, Errno::ENOSPC => e
-      forget(fd)
-      @handlers.delete(handler)
-      handler.close
-      @acceptors.back_off(e)
+      refused(handler, fd, e)
       false
     end
 
@@ -251,9 +251,10 @@ module Narwhal
     def forget(fd)
       return unless @targets[fd]
 
+      registered = @threaded || !@writing[fd].nil? # a reservation is the poller's too
       @targets[fd] = nil
       @writing[fd] = nil
-      @poller.delete(fd)
+      @poller.delete(fd) if registered
     rescue Errno::EPERM
       nil
     end
@@ -281,12 +282,23 @@ module Narwhal
 
     # What fd is watched for next: writable (#on_writable) or readable.
     # With threads this also re-arms it and gives up this thread's claim;
-    # with one thread epoll is told only of a change.
+    # with one thread epoll is told only of a change (or of fd, the first
+    # time: @writing[fd] is nil until then).
     def wait_for(fd, writing)
-      return if !@threaded && writing == (@writing[fd] || false)
+      return if !@threaded && writing == @writing[fd]
 
       @writing[fd] = writing
       @poller.modify(fd, writing ? @write_events : @handler_events)
+    rescue Errno::ENOMEM, Errno::ENOSPC => e # its first registration
+      refused(@targets[fd], fd, e)
+    end
+
+    # epoll would not take the handler's socket: it is closed, and
+    # accepting backs off (descriptors or kernel memory are short).
+    def refused(handler, fd, error)
+      let_go(handler, fd)
+      handler.close
+      @acceptors.back_off(error)
     end
 
     def owned?(handler)

@@ -500,8 +500,11 @@ class ReactorTest < Minitest::Test
     refute_match(/internal error/, @log.string)
   end
 
-  # The reactor's Poller, whose #add refuses the next accepted socket once
-  # with error (epoll_ctl: ENOMEM, or ENOSPC past fs.epoll.max_user_watches).
+  # The reactor's Poller, which refuses to register the next accepted
+  # socket once with error (epoll_ctl: ENOMEM, or ENOSPC past
+  # fs.epoll.max_user_watches). A connection served at once joins the set
+  # when it first waits (#modify); one taken to be served later, at once
+  # (#add).
   class RefusingPoller < SimpleDelegator
     def initialize(poller, error, listener_fd)
       super(poller)
@@ -510,12 +513,23 @@ class ReactorTest < Minitest::Test
     end
 
     def add(fd, events)
-      if @error && fd != @listener_fd
-        error = @error
-        @error = nil
-        raise error
-      end
+      refuse(fd)
       __getobj__.add(fd, events)
+    end
+
+    def modify(fd, events)
+      refuse(fd)
+      __getobj__.modify(fd, events)
+    end
+
+    private
+
+    def refuse(fd)
+      return unless @error && fd != @listener_fd
+
+      error = @error
+      @error = nil
+      raise error
     end
   end
 
@@ -523,7 +537,7 @@ class ReactorTest < Minitest::Test
     define_method("test_a_socket_epoll_refuses_(#{error.name.split('::').last})_is_closed_and_the_loop_goes_on") do
       poller = @reactor.instance_variable_get(:@poller)
       @reactor.instance_variable_set(:@poller, RefusingPoller.new(poller, error.new, @server.fileno))
-      accept_with(%i[close], %i[close])
+      accept_with(%i[keep], %i[close])
       refused = connect("a")
       running do
         assert refused.wait_readable(10), "the refused client hears from the server"
@@ -533,7 +547,7 @@ class ReactorTest < Minitest::Test
           true
         end
         assert closed, "closed, not left open"
-        assert_equal [%i[close]], @handlers.map(&:calls), "the handler made for it was closed"
+        assert_equal [%i[readable close]], @handlers.map(&:calls), "its request was read, then the handler closed"
         connect("b")
         wait_for("the next connection is served") { @handlers.size == 2 && @handlers.last.calls == %i[readable close] }
       end
