@@ -227,8 +227,9 @@ static VALUE poller_add(VALUE self, VALUE vfd, VALUE vevents)
   struct nw_poller *p = get_poller(self);
   int fd = NUM2INT(vfd);
   unsigned int events = NUM2UINT(vevents);
-  struct nw_fd_state *s = fresh_state(p, fd, NW_FD_ADDED | ((events & EPOLLONESHOT) ? NW_FD_CLAIMABLE : 0));
+  struct nw_fd_state *s = fresh_state(p, fd, (events & EPOLLONESHOT) ? NW_FD_CLAIMABLE : 0);
   ctl(p, EPOLL_CTL_ADD, fd, events, s, "epoll_ctl(ADD)");
+  s->flags |= NW_FD_ADDED; /* not before: a refused add leaves fd out of the set */
   return Qnil;
 }
 
@@ -255,8 +256,9 @@ static VALUE poller_modify(VALUE self, VALUE vfd, VALUE vevents)
   int fd = NUM2INT(vfd);
   struct nw_fd_state *s = fd_state(p, fd);
   int op = (s->flags & NW_FD_ADDED) ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
-  set_flags(p, s, (uint8_t)((s->flags & ~NW_FD_OWNED) | NW_FD_ADDED));
+  set_flags(p, s, (uint8_t)(s->flags & ~NW_FD_OWNED));
   ctl(p, op, fd, NUM2UINT(vevents), s, op == EPOLL_CTL_MOD ? "epoll_ctl(MOD)" : "epoll_ctl(ADD)");
+  s->flags |= NW_FD_ADDED;
   return Qnil;
 }
 
@@ -379,7 +381,7 @@ static int take_held(struct nw_poller *p, struct epoll_event *events, int max)
 static void stop_serving(struct nw_poller *p)
 {
   pthread_mutex_lock(&p->held_lock);
-  __atomic_sub_fetch(&p->serving, 1, __ATOMIC_RELEASE);
+  if (p->serving > 0) __atomic_sub_fetch(&p->serving, 1, __ATOMIC_RELEASE);
   pthread_cond_signal(&p->serving_stopped);
   pthread_mutex_unlock(&p->held_lock);
 }
@@ -501,6 +503,29 @@ static VALUE poller_held(VALUE self)
   return INT2FIX(__atomic_load_n(&get_poller(self)->held_count, __ATOMIC_ACQUIRE));
 }
 
+/*
+ * #stop_serving: the caller got reports from its last #wait and will not
+ * call #wait again (its loop ends, or the app ended its thread): it no
+ * longer counts as a thread that takes over what the waiting one gets.
+ * Also on a closed set.
+ */
+static VALUE poller_stop_serving(VALUE self)
+{
+  struct nw_poller *p;
+  TypedData_Get_Struct(self, struct nw_poller, &poller_type, p);
+  if (p->shared) stop_serving(p);
+  return Qnil;
+}
+
+/* #serving -> Integer: threads that got reports from their last #wait
+ * and will ask for the next with keep */
+static VALUE poller_serving(VALUE self)
+{
+  struct nw_poller *p;
+  TypedData_Get_Struct(self, struct nw_poller, &poller_type, p);
+  return INT2FIX(__atomic_load_n(&p->serving, __ATOMIC_ACQUIRE));
+}
+
 /* #waiting -> Integer: threads blocked in #wait now */
 static VALUE poller_waiting(VALUE self)
 {
@@ -552,6 +577,8 @@ void nw_init_poller(void)
   rb_define_method(c, "wait", poller_wait, -1);
   rb_define_method(c, "waiting", poller_waiting, 0);
   rb_define_method(c, "held", poller_held, 0);
+  rb_define_method(c, "serving", poller_serving, 0);
+  rb_define_method(c, "stop_serving", poller_stop_serving, 0);
   rb_define_method(c, "publish_waiting", poller_publish_waiting, 1);
   rb_define_method(c, "owned", poller_owned, 0);
   rb_define_method(c, "pending?", poller_pending_p, 0);

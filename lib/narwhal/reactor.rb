@@ -156,10 +156,11 @@ module Narwhal
       @handlers.keys.each { |h| drop_unowned(h) }
     end
 
-    # A socket accepted from a listener: registered, and its first bytes
-    # read (and request served) on this thread; or, with serve false,
-    # registered for the loop to serve when epoll reports it. False when
-    # epoll refused it (the handler is closed).
+    # A socket accepted from a listener: its first bytes read (and request
+    # served) on this thread, registered once it waits; or, with serve
+    # false, registered for the loop to serve when epoll reports it. False
+    # when it is closed already (epoll refused it, or its first request was
+    # its last).
     def adopt(handler, fd, serve: true)
       @targets[fd] = handler
       @writing[fd] = nil # not in the set yet
@@ -173,7 +174,7 @@ module Narwhal
       # served here: it joins the set when it first waits (#wait_for), so
       # a connection closed after its first request never does
       dispatch(handler, fd) if serve
-      true
+      @handlers.key?(handler) # false: closed (maybe refused by epoll) after its first request
     rescue Errno::ENOMEM, Errno::ENOSPC => e
       refused(handler, fd, e)
       false
@@ -228,7 +229,9 @@ module Narwhal
       until finished?
         # with threads: a thread that served goes on to the next report
         # without giving up the GVL while there is one (Poller#wait)
-        count = @poller.wait(@acceptors.wait_time(SWEEP_INTERVAL), ready, max, @threaded && count.positive?)
+        keep = @threaded && count.positive?
+        count = 0 # a wait that raises leaves this thread counted as serving nowhere
+        count = @poller.wait(@acceptors.wait_time(SWEEP_INTERVAL), ready, max, keep)
         i = 0
         while i < count
           fd = ready[i]
@@ -243,6 +246,10 @@ module Narwhal
         sweep(now) if now >= @next_sweep
         @acceptors.pass(now)
       end
+    ensure
+      # leaving while it serves (the app ended the thread, the loop is
+      # done): the waiting thread must not hold reports for it
+      @poller.stop_serving if @threaded && count.positive?
     end
 
     # Stops watching fd (before it is closed: epoll must not keep it).

@@ -416,6 +416,47 @@ class ReactorTest < Minitest::Test
     assert_match(/request thread 0 was ended by the app; starting another/, @log.string)
   end
 
+  # A thread the app ended in the middle of a request had taken a report:
+  # it must not stay counted as a serving thread, or the thread waiting in
+  # epoll_wait would hold every later report for it (Poller#wait).
+  def test_with_threads_a_thread_the_app_ends_no_longer_counts_as_serving
+    @reactor = Narwhal::Reactor.new(Logger.new(@log), gate: OpenGate.new)
+    ender = Class.new(FakeHandler) do
+      def on_readable
+        @calls << :readable
+        Thread.current.exit if @io.read_nonblock(1024, exception: false) == "exit"
+        :keep
+      end
+      def awaiting_first_request? = false
+    end
+    @reactor.add_listener(@listener) { |sock| ender.new(sock).tap { |h| @handlers << h } }
+    poller = @reactor.instance_variable_get(:@poller)
+    connect("exit")
+    running_threads(2) do
+      wait_for("the connection whose thread ended is closed") { @handlers.first&.calls&.last == :close }
+      connect("next")
+      wait_for("the next one served") { @handlers.size == 2 && @handlers.last.calls == [:readable] }
+      wait_for("no thread serves once all wait again") { poller.serving.zero? }
+    end
+  end
+
+  # With threads, a connection epoll refuses once its first request was
+  # read is closed: the gate must not count it as a new connection that
+  # claims a thread.
+  def test_with_threads_a_connection_epoll_refuses_is_not_counted_as_accepted
+    gate = OpenGate.new
+    @reactor = Narwhal::Reactor.new(Logger.new(@log), gate: gate)
+    poller = @reactor.instance_variable_get(:@poller)
+    @reactor.instance_variable_set(:@poller, RefusingPoller.new(poller, Errno::ENOMEM.new, @server.fileno))
+    fresh = Class.new(FakeHandler) { def awaiting_first_request? = true }
+    @reactor.add_listener(@listener) { |sock| fresh.new(sock).tap { |h| @handlers << h } }
+    connect("a")
+    running_threads(1) do
+      wait_for("read, then closed") { @handlers.first&.calls == %i[readable close] }
+    end
+    assert_empty gate.seen
+  end
+
   def test_at_max_handlers_the_oldest_idle_connection_makes_room
     @reactor = Narwhal::Reactor.new(Logger.new(@log), max_handlers: 2)
     accept_with([], [], [], idle: true)
