@@ -57,7 +57,7 @@ struct nw_fd_state {
 
 struct nw_poller {
   int epfd;
-  int waiting; /* threads in #wait now */
+  int waiting; /* threads in #wait now, idle: not holding reports (under held_lock) */
   int64_t *published_waiting; /* a scoreboard field that mirrors it, or NULL */
   VALUE publisher; /* the WorkerSlot that field is in (marked) */
   int owned; /* descriptors a thread owns now */
@@ -88,6 +88,10 @@ struct nw_poller {
   /* threads that took a report with #wait and will ask for the next one
    * with keep: only while one does is a take-over waited for */
   int serving;
+  /* when a thread last got reports to serve (CLOCK_MONOTONIC, ns): one
+   * that got them longer than NW_POLLER_HANDOVER_US ago is in the app
+   * (its I/O, or a long request), not about to take more */
+  int64_t served_at;
   int shared; /* request threads wait in it (#initialize) */
   size_t table_size;
   struct nw_fd_state *table;
@@ -96,6 +100,7 @@ struct nw_poller {
 struct wait_args {
   struct nw_poller *p;
   int led; /* this thread took the leader lock */
+  int idle; /* counted in waiting */
   struct epoll_event *events;
   int max;
   int timeout_ms;
@@ -300,6 +305,13 @@ static VALUE poller_owned_p(VALUE self, VALUE vfd)
   return (p->table[fd].flags & NW_FD_OWNED) ? Qtrue : Qfalse;
 }
 
+static int64_t now_ns(void)
+{
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
 /* The time now plus us microseconds, on the clock of the hand-over condition. */
 static struct timespec deadline_in(long us)
 {
@@ -314,24 +326,52 @@ static struct timespec deadline_in(long us)
 }
 
 /*
+ * Changes the count of threads waiting idle by delta and mirrors it into
+ * the scoreboard (siblings shed to a worker with one): under held_lock, so
+ * that the mirror is written in the order of the changes.
+ */
+static void count_waiting(struct nw_poller *p, int delta)
+{
+  pthread_mutex_lock(&p->held_lock);
+  p->waiting += delta;
+  if (p->published_waiting) __atomic_store_n(p->published_waiting, (int64_t)p->waiting, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&p->held_lock);
+}
+
+/*
  * The leader's reports are held for a serving thread to take over; true
  * when one did (all of them) within NW_POLLER_HANDOVER_US, false when none
  * did or none serves any more (the leader then runs them itself, once it
- * has the GVL). The taker does not wake the leader: that would cost it a
+ * has the GVL). Waited for only while a thread got reports within that
+ * time: one that got its last longer ago is in the app's I/O or in a long
+ * request, and waiting for it would only delay the report (and show the
+ * leader as idle to the siblings meanwhile). The taker does not wake the leader: that would cost it a
  * system call for every report taken.
  */
-static int handed_over(struct nw_poller *p, const struct epoll_event *events, int n)
+static int handed_over(struct wait_args *a)
 {
+  struct nw_poller *p = a->p;
+  const struct epoll_event *events = a->events;
+  int n = a->result;
   struct timespec until;
   int taken;
+  int quick;
+  /* with reports in hand the leader is not idle, until they are taken */
+  count_waiting(p, -1);
+  a->idle = 0;
+  quick = now_ns() - __atomic_load_n(&p->served_at, __ATOMIC_ACQUIRE) < NW_POLLER_HANDOVER_US * 1000LL;
   pthread_mutex_lock(&p->held_lock);
   memcpy(p->held, events, (size_t)n * sizeof(struct epoll_event));
   __atomic_store_n(&p->held_count, n, __ATOMIC_RELEASE);
   until = deadline_in(NW_POLLER_HANDOVER_US);
-  while (p->held_count > 0 && __atomic_load_n(&p->serving, __ATOMIC_ACQUIRE) > 0)
+  while (quick && p->held_count > 0 && __atomic_load_n(&p->serving, __ATOMIC_ACQUIRE) > 0)
     if (pthread_cond_timedwait(&p->serving_stopped, &p->held_lock, &until) != 0) break;
   taken = p->held_count == 0;
   pthread_mutex_unlock(&p->held_lock);
+  if (taken) {
+    count_waiting(p, 1);
+    a->idle = 1;
+  }
   return taken;
 }
 
@@ -349,7 +389,7 @@ static void *wait_nogvl(void *ptr)
   do {
     a->result = epoll_wait(a->p->epfd, a->events, a->max, a->timeout_ms);
     a->error = errno;
-  } while (a->result > 0 && a->p->shared && handed_over(a->p, a->events, a->result));
+  } while (a->result > 0 && a->p->shared && handed_over(a));
   return NULL;
 }
 
@@ -400,10 +440,6 @@ static int take_event(struct nw_poller *p, const struct epoll_event *ev, int *fd
   return 1;
 }
 
-static void publish_waiting(struct nw_poller *p)
-{
-  if (p->published_waiting) __atomic_store_n(p->published_waiting, (int64_t)p->waiting, __ATOMIC_RELEASE);
-}
 
 /*
  * #wait(timeout_seconds, ready, max = 256, keep = false) -> count
@@ -446,8 +482,8 @@ static VALUE poller_wait(int argc, VALUE *argv, VALUE self)
     serving = 0;
     a.led = 0;
     a.error = EINTR; /* if an interrupt came first, wait_nogvl does not run */
-    a.p->waiting++;
-    publish_waiting(a.p);
+    count_waiting(a.p, 1);
+    a.idle = 1;
     /* the variant that does not raise on its way back: the leader lock is
      * given up first, whatever happens next */
     rb_thread_call_without_gvl2(wait_nogvl, &a, RUBY_UBF_IO, NULL);
@@ -456,8 +492,7 @@ static VALUE poller_wait(int argc, VALUE *argv, VALUE self)
       if (a.result > 0 && a.p->shared) a.result = take_held(a.p, events, a.max);
       pthread_mutex_unlock(&a.p->leader);
     }
-    a.p->waiting--;
-    publish_waiting(a.p);
+    if (a.idle) count_waiting(a.p, -1);
     /* trap handlers, Thread#raise and #kill now, before anything is
      * claimed: a claim not handed to the caller would never be given back */
     rb_thread_check_ints();
@@ -474,6 +509,7 @@ static VALUE poller_wait(int argc, VALUE *argv, VALUE self)
       if (take_event(a.p, &events[i], &fd)) rb_ary_store(ready, count++, INT2FIX(fd));
   /* the caller serves on and comes back with keep, or waits next time */
   if (!a.p->shared) return INT2FIX(count);
+  if (count > 0) __atomic_store_n(&a.p->served_at, now_ns(), __ATOMIC_RELEASE);
   if (count > 0 && !serving) __atomic_add_fetch(&a.p->serving, 1, __ATOMIC_RELEASE);
   else if (count == 0 && serving) stop_serving(a.p);
   return INT2FIX(count);
@@ -492,7 +528,7 @@ static VALUE poller_publish_waiting(VALUE self, VALUE slot)
   struct nw_poller *p = get_poller(self);
   p->published_waiting = nw_worker_slot_waiting(slot);
   p->publisher = slot;
-  publish_waiting(p);
+  count_waiting(p, 0);
   return Qnil;
 }
 
@@ -529,7 +565,7 @@ static VALUE poller_serving(VALUE self)
 /* #waiting -> Integer: threads blocked in #wait now */
 static VALUE poller_waiting(VALUE self)
 {
-  return INT2FIX(get_poller(self)->waiting);
+  return INT2FIX(__atomic_load_n(&get_poller(self)->waiting, __ATOMIC_ACQUIRE));
 }
 
 /*
