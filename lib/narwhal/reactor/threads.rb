@@ -36,8 +36,10 @@ module Narwhal
           ready.each { |io| io.equal?(@wake_reader) ? reap(reactor) : run_watcher(watchers[io]) }
         end
       ensure
-        @wake_reader.close
+        # the writing end first: a thread that ends meanwhile then finds it
+        # closed (IOError, see #wake), never a pipe without a reader (EPIPE)
         @wake_writer.close
+        @wake_reader.close
       end
 
       # Some loop thread has not ended (after #stop_waiting).
