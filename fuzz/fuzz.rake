@@ -231,73 +231,100 @@ namespace :fuzz do
   end
 end
 
-desc "Run the unit tests of the extension's parts (parser, response head and writer, scoreboard, poller, sendfile, " \
-     "free space, access log lines) on an AddressSanitizer build of it"
-task :asan do
-  libasan = begin
-    `gcc -print-file-name=libasan.so`.strip
-  rescue SystemCallError
-    abort "asan: gcc not found"
-  end
-  abort "asan: gcc's libasan.so not found (apt-get install -y libasan8 or gcc)" unless
-    libasan.start_with?("/") && File.exist?(libasan)
+module NarwhalFuzz
+  module_function
 
-  # Built out of tree, into tmp/asan: lib/narwhal_http/narwhal_http.so (the
-  # normal build, which other processes may be using) is never replaced, so
-  # there is nothing to rebuild afterwards.
-  build = File.join(NarwhalFuzz::ASAN_DIR, "build")
-  libdir = File.join(NarwhalFuzz::ASAN_DIR, "lib")
-  rm_rf NarwhalFuzz::ASAN_DIR, verbose: false
-  mkdir_p [build, File.join(libdir, "narwhal_http")], verbose: false
-  build_log = File.join(NarwhalFuzz::ASAN_DIR, "build.log")
-  built = Dir.chdir(build) do
-    NarwhalFuzz.run_logged(build_log, { "NARWHAL_ASAN" => "1" }, RbConfig.ruby,
-                           File.join(NarwhalFuzz::ROOT, "ext", "narwhal_http", "extconf.rb")).success? &&
-      NarwhalFuzz.run_logged(File.join(NarwhalFuzz::ASAN_DIR, "make.log"), "make", "V=1").success?
-  end
-  unless built
-    Dir[File.join(NarwhalFuzz::ASAN_DIR, "*.log")].sort.each { |log| $stderr.puts File.read(log) }
-    abort "asan: building the extension with AddressSanitizer failed (output above)"
-  end
-  so = File.join(libdir, "narwhal_http", "narwhal_http.so")
-  cp File.join(build, "narwhal_http.so"), so, verbose: false
-  abort "asan: #{so} was not built with AddressSanitizer" unless `nm -D #{so}`.include?("__asan_")
-
-  # The ASan build is required first, from tmp/asan/lib, so that lib/'s
-  # normal build (put first on the load path by test_helper) is never loaded.
-  runner = <<~RUBY
-    require "narwhal_http/narwhal_http"
-    loaded = $LOADED_FEATURES.grep(%r{narwhal_http/narwhal_http\\.so\\z})
-    abort "asan: wrong extension loaded: \#{loaded.inspect}" unless loaded == [#{so.inspect}]
-    %w[http_parser response_head scoreboard poller sendfile spool_budget access_log response_writer].each do |name|
-      require File.expand_path("test/unit/\#{name}_test.rb")
+  # Builds the extension with AddressSanitizer out of tree, into tmp/asan:
+  # lib/narwhal_http/narwhal_http.so (the normal build, which other
+  # processes may be using) is never replaced, so there is nothing to
+  # rebuild afterwards. Returns the environment that preloads libasan and
+  # the directory to put first on the load path.
+  def asan_build(task)
+    libasan = begin
+      `gcc -print-file-name=libasan.so`.strip
+    rescue SystemCallError
+      abort "#{task}: gcc not found"
     end
-    Minitest.after_run do
+    abort "#{task}: gcc's libasan.so not found (apt-get install -y libasan8 or gcc)" unless
+      libasan.start_with?("/") && File.exist?(libasan)
+
+    build = File.join(ASAN_DIR, "build")
+    libdir = File.join(ASAN_DIR, "lib")
+    FileUtils.rm_rf ASAN_DIR
+    FileUtils.mkdir_p [build, File.join(libdir, "narwhal_http")]
+    built = Dir.chdir(build) do
+      run_logged(File.join(ASAN_DIR, "build.log"), { "NARWHAL_ASAN" => "1" }, RbConfig.ruby,
+                 File.join(ROOT, "ext", "narwhal_http", "extconf.rb")).success? &&
+        run_logged(File.join(ASAN_DIR, "make.log"), "make", "V=1").success?
+    end
+    unless built
+      Dir[File.join(ASAN_DIR, "*.log")].sort.each { |log| $stderr.puts File.read(log) }
+      abort "#{task}: building the extension with AddressSanitizer failed (output above)"
+    end
+    so = File.join(libdir, "narwhal_http", "narwhal_http.so")
+    FileUtils.cp File.join(build, "narwhal_http.so"), so
+    abort "#{task}: #{so} was not built with AddressSanitizer" unless `nm -D #{so}`.include?("__asan_")
+
+    # use_sigaltstack=0: Ruby gives each thread a signal stack of its own,
+    # from malloc; ASan, told to make its own, tries to unmap Ruby's when a
+    # thread ends and aborts ("unable to unmap", in about half the runs)
+    env = { "LD_PRELOAD" => libasan,
+            "ASAN_OPTIONS" => "detect_leaks=0:abort_on_error=1:halt_on_error=1:use_sigaltstack=0" }
+    [env, libdir, so]
+  end
+
+  # Runs the named unit tests (test/unit/<name>_test.rb, minitest options
+  # after them) on the ASan build, which is required first, from
+  # tmp/asan/lib, so that lib/'s normal build (put first on the load path by
+  # test_helper) is never loaded. Quiet unless it fails; log: its output.
+  def asan_tests(task, names, env: {}, options: [], log: File.join(ASAN_DIR, "test.log"))
+    asan_env, libdir, so = asan_build(task)
+    runner = <<~RUBY
+      require "narwhal_http/narwhal_http"
       loaded = $LOADED_FEATURES.grep(%r{narwhal_http/narwhal_http\\.so\\z})
-      abort "asan: a second copy of the extension was loaded: \#{loaded.inspect}" unless loaded.size == 1
-      $stderr.puts "asan: tests ran on the AddressSanitizer build \#{loaded.first}"
+      abort "#{task}: wrong extension loaded: \#{loaded.inspect}" unless loaded == [#{so.inspect}]
+      #{names.inspect}.each { |name| require File.expand_path("test/unit/\#{name}_test.rb") }
+      Minitest.after_run do
+        loaded = $LOADED_FEATURES.grep(%r{narwhal_http/narwhal_http\\.so\\z})
+        abort "#{task}: a second copy of the extension was loaded: \#{loaded.inspect}" unless loaded.size == 1
+        $stderr.puts "#{task}: tests ran on the AddressSanitizer build \#{loaded.first}"
+      end
+    RUBY
+    status = Dir.chdir(ROOT) do
+      run_logged(log, asan_env.merge(env), RbConfig.ruby, "-I#{libdir}", "-Ilib", "-Itest", "-e", runner, "--",
+                 *options)
     end
-  RUBY
-  # use_sigaltstack=0: Ruby gives each thread a signal stack of its own,
-  # from malloc; ASan, told to make its own, tries to unmap Ruby's when a
-  # thread ends and aborts ("unable to unmap", in about half the runs)
-  env = { "LD_PRELOAD" => libasan,
-          "ASAN_OPTIONS" => "detect_leaks=0:abort_on_error=1:halt_on_error=1:use_sigaltstack=0" }
-  log = File.join(NarwhalFuzz::ASAN_DIR, "test.log")
-  status = Dir.chdir(NarwhalFuzz::ROOT) do
-    NarwhalFuzz.run_logged(log, env, RbConfig.ruby, "-I#{libdir}", "-Ilib", "-Itest", "-e", runner)
-  end
-  if NarwhalFuzz.verbose?
-    next if status.success?
+    if verbose?
+      return if status.success?
 
-    abort "asan: FAILED (#{NarwhalFuzz.describe(status)})"
+      abort "#{task}: FAILED (#{describe(status)})"
+    end
+    output = File.read(log)
+    unless status.success?
+      $stderr.puts output
+      abort "#{task}: FAILED (#{describe(status)}): the AddressSanitizer report or the failing tests are above"
+    end
+    # "asan: 201 runs, 3067 assertions, 0 failures, 0 errors, 0 skips on tmp/asan/lib/..."
+    totals = output[/^\d+ runs, .*skips$/] || "tests passed"
+    extra = output[/^request loop: .*$/]
+    puts "#{task}: #{[extra, totals].compact.join('; ')} on the AddressSanitizer build #{relative(so)}"
   end
-  output = File.read(log)
-  unless status.success?
-    $stderr.puts output
-    abort "asan: FAILED (#{NarwhalFuzz.describe(status)}): the AddressSanitizer report or the failing tests are above"
+end
+
+desc "Run the unit tests of the extension's parts (parser, response head and writer, request loop, scoreboard, " \
+     "poller, sendfile, free space, access log lines) on an AddressSanitizer build of it"
+task :asan do
+  NarwhalFuzz.asan_tests("asan", %w[http_parser response_head request_loop scoreboard poller sendfile spool_budget
+                                    access_log response_writer])
+end
+
+namespace :fuzz do
+  desc "Replay random request streams in random reads through the C request loop and through the Ruby path, " \
+       "for SECONDS (default 60), on an AddressSanitizer build: both must answer alike"
+  task :loop, [:seconds] do |_, args|
+    seconds = Integer(args[:seconds] || 60)
+    NarwhalFuzz.asan_tests("fuzz:loop", %w[request_loop], env: { "NARWHAL_LOOP_FUZZ_SECONDS" => seconds.to_s },
+                                                          options: ["-n", "/every_stream/"],
+                                                          log: File.join(NarwhalFuzz::ASAN_DIR, "loop.log"))
   end
-  # "asan: 201 runs, 3067 assertions, 0 failures, 0 errors, 0 skips on tmp/asan/lib/..."
-  totals = output[/^\d+ runs, .*skips$/] || "tests passed"
-  puts "asan: #{totals} on the AddressSanitizer build #{NarwhalFuzz.relative(so)}"
 end

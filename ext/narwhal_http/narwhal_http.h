@@ -36,5 +36,18 @@ VALUE nw_thread_slot_new(VALUE board, struct nw_sb_thread *slot, struct nw_sb_wo
 VALUE nw_worker_slot_new(VALUE board, VALUE nr);
 void nw_init_scoreboard_slots(VALUE cScoreboard);
 int64_t *nw_worker_slot_waiting(VALUE worker_slot);
+int nw_thread_slot_started(VALUE slot, VALUE method, VALUE path);
+int nw_thread_slot_finished(VALUE slot);
+
+/* What the request loop (request_loop.c) uses of the parser and the
+ * response head: see parser_ext.c and response.c. */
+long nw_http_parser_head(VALUE parser, VALUE env, VALUE buf, long off);
+int nw_http_parser_plain(VALUE parser);
+int nw_http_parser_keepalive(VALUE parser);
+int nw_http_parser_http11(VALUE parser);
+void nw_http_parser_reset(VALUE parser);
+VALUE nw_response_head_write(VALUE head, VALUE buf, VALUE status, VALUE headers, VALUE hint, int flags);
+int nw_response_head_keepalive(VALUE head);
+void nw_init_request_loop(void);
 
 #endif

@@ -257,6 +257,45 @@ static VALUE parser_execute(VALUE self, VALUE env, VALUE buf, VALUE off)
   return SIZET2NUM(r);
 }
 
+/*
+ * For the request loop (request_loop.c): what #execute does, from off,
+ * without raising: the offset after the bytes consumed, or -1 when they
+ * are malformed or too large (the loop leaves such a request to Ruby,
+ * whose #execute raises for it).
+ */
+long nw_http_parser_head(VALUE parser, VALUE env, VALUE buf, long off)
+{
+  parser_wrap *w = get_wrap(parser);
+  size_t r;
+
+  w->env = env;
+  r = nw_parse_head(&w->p, RSTRING_PTR(buf), (size_t)RSTRING_LEN(buf), (size_t)off);
+  RB_GC_GUARD(buf);
+  if (r == NW_PARSE_ERROR) {
+    w->env = Qnil;
+    w->deferred = Qnil;
+    return -1;
+  }
+  return (long)r;
+}
+
+/* The head parsed is a whole request the loop serves itself: complete,
+ * no body, no 100-continue, no proxy queue stamp (QueueTime is Ruby's). */
+int nw_http_parser_plain(VALUE parser)
+{
+  parser_wrap *w = get_wrap(parser);
+  int s = w->p.state;
+  if (s < NW_S_HEAD_DONE || s == NW_S_ERROR || w->queue_stamp) return 0;
+  if (w->p.flags & (NW_F_CHUNKED | NW_F_EXPECT_CONTINUE)) return 0;
+  return !(w->p.flags & NW_F_CONTENT_LENGTH) || w->p.content_length == 0;
+}
+
+int nw_http_parser_keepalive(VALUE parser) { return nw_keep_alive(&get_wrap(parser)->p); }
+
+int nw_http_parser_http11(VALUE parser) { return get_wrap(parser)->p.http_minor >= 1; }
+
+void nw_http_parser_reset(VALUE parser) { parser_reset(parser); }
+
 /* decode_chunked(env, buf, offset, out) -> offset after the bytes consumed */
 static VALUE parser_decode_chunked(VALUE self, VALUE env, VALUE buf, VALUE off, VALUE out)
 {

@@ -492,6 +492,17 @@ static VALUE head_write(VALUE self, VALUE buf, VALUE status, VALUE headers, VALU
   return INT2FIX(mode);
 }
 
+/* For the request loop (request_loop.c): #write and #keepalive? */
+VALUE nw_response_head_write(VALUE head, VALUE buf, VALUE status, VALUE headers, VALUE hint, int flags)
+{
+  return head_write(head, buf, status, headers, hint, INT2FIX(flags));
+}
+
+int nw_response_head_keepalive(VALUE head)
+{
+  return ((head_t *)rb_check_typeddata(head, &head_type))->keepalive;
+}
+
 static VALUE head_content_length(VALUE self)
 {
   head_t *h = rb_check_typeddata(self, &head_type);

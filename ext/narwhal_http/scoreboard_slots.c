@@ -161,6 +161,23 @@ static VALUE thread_slot_queue_time(VALUE self, VALUE seconds)
   return Qtrue;
 }
 
+/* For the request loop (request_loop.c): #request_started and
+ * #request_finished when slot is a ThreadSlot; 0 (nothing done) when it
+ * is some other object, which the loop then calls as Ruby would. */
+int nw_thread_slot_started(VALUE slot, VALUE method, VALUE path)
+{
+  if (!rb_typeddata_is_kind_of(slot, &thread_slot_type)) return 0;
+  thread_slot_started(2, (VALUE[]){method, path}, slot);
+  return 1;
+}
+
+int nw_thread_slot_finished(VALUE slot)
+{
+  if (!rb_typeddata_is_kind_of(slot, &thread_slot_type)) return 0;
+  thread_slot_finished(slot);
+  return 1;
+}
+
 /* ThreadSlot#busy_for -> Float seconds on the current request, or nil when idle */
 static VALUE thread_slot_busy_for(VALUE self)
 {

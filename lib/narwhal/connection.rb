@@ -61,6 +61,7 @@ module Narwhal
 
     def initialize(io, request, context)
       @io = io
+      @fd = io.fileno
       @request = request
       @out = request.out
       @context = context
@@ -99,8 +100,14 @@ module Narwhal
       @state == IDLE && @requests.zero? && @buf.empty? && nothing_waiting?
     end
 
-    # Reads what the socket has and hands on every complete request in it.
+    # Reads what the socket has and hands on every complete request in it:
+    # the dispatcher's RequestLoop (C) serves the common ones, the rest is
+    # read and served here.
     def on_readable
+      if @state == IDLE && @off >= @buf.bytesize && (request_loop = @dispatcher.request_loop)
+        action = run_loop(request_loop)
+        return action if action
+      end
       # `while true`, not `loop do`: a block here would cost allocations on
       # every request (this is the hot path)
       while true # rubocop:disable Style/InfiniteLoop
@@ -199,6 +206,33 @@ module Narwhal
       @io.recv_nonblock(1, Socket::MSG_PEEK, exception: false) == :wait_readable
     rescue IOError, SystemCallError
       false
+    end
+
+    # The RequestLoop reads and serves while the requests are common; nil
+    # when it left bytes for #process and the reading loop.
+    def run_loop(request_loop)
+      @state = SERVING # not idle to a graceful stop, nor silent
+      before = @requests
+      result = request_loop.serve(@fd, @buf, @parser, @request, @context, before, @keepalive_requests)
+      @requests = request_loop.requests
+      @off = request_loop.offset
+      @state = IDLE
+      if result == true
+        # nothing read at all: the deadline it had stands (a new
+        # connection's first request is timed from accept)
+        @deadline = Clock.now + @keepalive_timeout if @requests > before
+        KEEP
+      elsif result == false
+        CLOSE
+      elsif result
+        # the Responder finished the last request; requests read after it
+        # are served here, what is still unread when epoll reports it
+        @env = @request.env # what the rest of its response is sent for
+        action = after_response(result)
+        action == KEEP && @off < @buf.bytesize ? process : action
+      elsif (action = process) != KEEP
+        action
+      end
     end
 
     # Parses what is buffered; hands on each complete request.

@@ -17,6 +17,11 @@ module Narwhal
       def dispatch(request, _connection)
         @responder.respond(request)
       end
+
+      # The RequestLoop that serves the common requests, or nil.
+      def request_loop
+        @responder.request_loop
+      end
     end
 
     # Request threads (`threads N`): each loop thread of the reactor has
@@ -49,6 +54,13 @@ module Narwhal
       # On a loop thread, before it serves.
       def serve_here(responder)
         Thread.current[RESPONDER] = responder
+        # the next connection goes to an idler sibling (#dispatch)
+        responder.request_loop&.on_start = @reactor.method(:request_starting) if @scoreboard
+      end
+
+      # This thread's RequestLoop, or nil.
+      def request_loop
+        Thread.current[RESPONDER].request_loop
       end
 
       def dispatch(request, _connection)

@@ -39,7 +39,14 @@ module Narwhal
       @counters = counters
       @writer = ResponseWriter.new(logger, keep_alive)
       @watch = nil # WatchedResponder's
+      # the access log times and counts each response in Ruby
+      @request_loop = RequestLoop.new(app, self, slot, ResponseHead.new(keep_alive)) unless access_log
     end
+
+    # The C loop (RequestLoop) that reads and serves the common requests of
+    # a connection, calling back here for the rest; nil: every request
+    # goes through #respond.
+    attr_reader :request_loop
 
     def respond(request)
       env = request.env
@@ -56,6 +63,35 @@ module Narwhal
         @slot.request_finished
       end
       outcome
+    end
+
+    # The rest of #respond for a request whose app the RequestLoop called:
+    # result is what the app returned, or error what it raised. The
+    # response is written, the body closed and the callbacks run as if
+    # the app had been called here.
+    def respond_returned(request, result, error)
+      env = request.env
+      begin
+        outcome = error ? failed(request, env, error) : write_response(request, env, result)
+        run_callbacks(request, env)
+      ensure
+        @status = @headers = @error = @returned = @answered = nil
+        @slot.request_finished
+      end
+      outcome
+    end
+
+    # The RequestLoop sent part of a response that needs no more of the
+    # app's code (an Array body, no callbacks): the rest goes out here,
+    # spooled or waited for like any write. keepalive: what its head said.
+    def send_rest(request, rest, keepalive)
+      request.out.write(rest)
+      keepalive ? KEEP : CLOSE
+    rescue ClientGone => e
+      failed(request, request.env, e)
+    ensure
+      @error = nil
+      @slot.request_finished
     end
 
     private
@@ -89,7 +125,16 @@ module Narwhal
     # code (the call, the body's each/call/close) is what a soft timeout
     # may interrupt; the writes to the socket within it never are.
     def call_app(request, env)
-      status, headers, body = @watch ? @watch.interruptible { @app.call(env) } : @app.call(env)
+      result = @watch ? @watch.interruptible { @app.call(env) } : @app.call(env)
+    rescue RequestTimeout, StandardError, ScriptError => e
+      failed(request, env, e)
+    else
+      write_response(request, env, result)
+    end
+
+    # Writes what the app returned, then closes the body.
+    def write_response(request, env, result)
+      status, headers, body = result
       @returned = status
       @mark = request.out.sent if @access_log # early hints are not the response's bytes
       return HIJACKED if request.hijacked?
@@ -105,25 +150,26 @@ module Narwhal
       return KEEP if written == true
 
       written == ResponseWriter::HIJACKED || request.hijacked? ? HIJACKED : CLOSE
-    rescue RequestTimeout => e
-      @error = e
-      request_timeout(request, env, e)
-      CLOSE
-    rescue WriteTimeout => e
-      @logger.warn("write timeout: #{e.message}, closing (#{env[REQUEST_METHOD]} #{env[PATH_INFO]})")
-      @error = e
-      CLOSE
-    rescue ClientGone => e
-      # only failed socket writes: the app's own I/O errors are app errors
-      @logger.debug { "client went away: #{e.message}" }
-      @error = e
-      CLOSE
-    rescue StandardError, ScriptError => e
-      @error = e
-      app_error(request, env, e)
-      CLOSE
+    rescue RequestTimeout, StandardError, ScriptError => e
+      failed(request, env, e)
     ensure
       close_body(request, env, body)
+    end
+
+    # What the app's code or the response's writes raised: answered or
+    # logged by kind; the connection closes.
+    def failed(request, env, error)
+      @error = error
+      case error
+      when RequestTimeout then request_timeout(request, env, error)
+      when WriteTimeout
+        @logger.warn("write timeout: #{error.message}, closing (#{env[REQUEST_METHOD]} #{env[PATH_INFO]})")
+      when ClientGone
+        # only failed socket writes: the app's own I/O errors are app errors
+        @logger.debug { "client went away: #{error.message}" }
+      else app_error(request, env, error)
+      end
+      CLOSE
     end
 
     def app_error(request, env, error)
@@ -219,6 +265,7 @@ module Narwhal
       super(app, logger, slot, counters, access_log: access_log, keep_alive: keep_alive)
       @watch = soft_timeout
       @on_timeout = on_timeout
+      @request_loop = nil # every request runs under the watch, here
       @timeout_logged = false
     end
 

@@ -26,6 +26,9 @@ class ConnectionTest < Minitest::Test
       @outcome = Narwhal::Responder::KEEP
     end
 
+    # Every request comes here, through Connection's Ruby path.
+    def request_loop; end
+
     def dispatch(request, _connection)
       env = request.env
       body = env["rack.input"]&.read

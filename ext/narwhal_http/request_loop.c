@@ -1,0 +1,340 @@
+/*
+ * Narwhal::RequestLoop: the requests of one connection read, parsed, run
+ * and answered in C while they are the common kind, so that between two
+ * requests on a kept-alive connection no Ruby runs but the app (and the
+ * Request's bookkeeping: #start, #complete, #flags, #finish).
+ *
+ * What is not common goes back to Ruby at a clean boundary:
+ * - before the app: a head that is incomplete, malformed, or asks for a
+ *   body, 100-continue or queue time (a proxy's X-Request-Start). Its bytes
+ *   stay in the buffer, unparsed, for Connection#process.
+ * - after the app: anything but an Integer status, a Hash of headers and
+ *   a plain Array body that fits in the buffer with its head; a hijack;
+ *   response callbacks; early hints still spooled; an app that raised.
+ *   The Responder finishes the response (#respond_returned) as if it had
+ *   called the app itself.
+ * - a response the socket does not take whole: the Responder sends the
+ *   rest (#send_rest), spooled or waited for like any write.
+ *
+ * One per thread that serves (its Responder's): it holds that thread's
+ * response buffer.
+ */
+#include <errno.h>
+#include <sys/socket.h>
+#include "narwhal_http.h"
+
+/* Bytes asked of the socket per read, as Connection::READ_SIZE. */
+#define READ_SIZE (16 * 1024)
+/* The buffer the response head (and a small body) is built in. */
+#define OUT_CAPACITY 4096
+/* ResponseHead#write's mode for "the buffer holds the whole response". */
+#define MODE_DONE 0
+
+typedef struct {
+  VALUE app;       /* the Rack app */
+  VALUE responder; /* the Responder: what the loop leaves to Ruby */
+  VALUE slot;      /* the thread's Scoreboard::ThreadSlot */
+  VALUE head;      /* a ResponseHead */
+  VALUE out;       /* the response buffer */
+  VALUE on_start;  /* called as a request starts (request threads), or nil */
+  long offset;     /* where the bytes the loop left start */
+  long requests;   /* requests the connection has had */
+} request_loop;
+
+static ID id_call, id_start, id_complete, id_flags, id_finish, id_out, id_pending_p, id_keepalive,
+    id_respond_returned, id_send_rest, id_request_started, id_request_finished;
+static VALUE key_hijack_io, key_response_finished, key_after_reply, key_early_hints;
+
+static void loop_mark(void *ptr)
+{
+  request_loop *l = ptr;
+  rb_gc_mark(l->app);
+  rb_gc_mark(l->responder);
+  rb_gc_mark(l->slot);
+  rb_gc_mark(l->head);
+  rb_gc_mark(l->out);
+  rb_gc_mark(l->on_start);
+}
+
+static size_t loop_size(const void *ptr) { return sizeof(request_loop); }
+
+static const rb_data_type_t loop_type = {
+  "Narwhal::RequestLoop",
+  { loop_mark, RUBY_TYPED_DEFAULT_FREE, loop_size, NULL, {0} },
+  0, 0, RUBY_TYPED_FREE_IMMEDIATELY
+};
+
+static request_loop *get_loop(VALUE self) { return rb_check_typeddata(self, &loop_type); }
+
+static VALUE loop_alloc(VALUE klass)
+{
+  request_loop *l;
+  VALUE obj = TypedData_Make_Struct(klass, request_loop, &loop_type, l);
+  l->app = l->responder = l->slot = l->head = l->out = l->on_start = Qnil;
+  return obj;
+}
+
+/* new(app, responder, slot, head): head is the ResponseHead it builds
+ * responses with (it says keep-alive as the Responder's writer does). */
+static VALUE loop_initialize(VALUE self, VALUE app, VALUE responder, VALUE slot, VALUE head)
+{
+  request_loop *l = get_loop(self);
+  l->app = app;
+  l->responder = responder;
+  l->slot = slot;
+  l->head = head;
+  l->out = rb_str_buf_new(OUT_CAPACITY);
+  return self;
+}
+
+/* on_start = callable: called before each app call (request threads:
+ * the reactor lets a sibling take the next connection), or nil. */
+static VALUE loop_set_on_start(VALUE self, VALUE callable)
+{
+  get_loop(self)->on_start = callable;
+  return callable;
+}
+
+static VALUE loop_offset(VALUE self) { return LONG2NUM(get_loop(self)->offset); }
+
+static VALUE loop_requests(VALUE self) { return LONG2NUM(get_loop(self)->requests); }
+
+static void slot_started(request_loop *l, VALUE env)
+{
+  VALUE method = rb_hash_lookup(env, nw_key_REQUEST_METHOD), path = rb_hash_lookup(env, nw_key_PATH_INFO);
+  if (!nw_thread_slot_started(l->slot, method, path)) rb_funcall(l->slot, id_request_started, 2, method, path);
+}
+
+static void slot_finished(request_loop *l)
+{
+  if (!nw_thread_slot_finished(l->slot)) rb_funcall(l->slot, id_request_finished, 0);
+}
+
+/* Reads what the socket has into buf (emptied first): bytes read, 0 at
+ * EOF, -1 with errno. */
+static long read_into(int fd, VALUE buf)
+{
+  ssize_t n;
+  rb_str_modify(buf); /* its own bytes, not shared with a copy */
+  rb_str_set_len(buf, 0);
+  rb_str_modify_expand(buf, READ_SIZE);
+  do {
+    n = recv(fd, RSTRING_PTR(buf), READ_SIZE, MSG_DONTWAIT);
+  } while (n < 0 && errno == EINTR);
+  if (n > 0) rb_str_set_len(buf, (long)n);
+  return (long)n;
+}
+
+struct app_call {
+  VALUE app, env;
+};
+
+static VALUE call_app(VALUE arg)
+{
+  struct app_call *c = (struct app_call *)arg;
+  return rb_funcall(c->app, id_call, 1, c->env);
+}
+
+struct head_call {
+  VALUE head, out, status, headers, body;
+  int flags;
+};
+
+static VALUE write_head(VALUE arg)
+{
+  struct head_call *c = (struct head_call *)arg;
+  return nw_response_head_write(c->head, c->out, c->status, c->headers, c->body, c->flags);
+}
+
+static int empty_list(VALUE env, VALUE key)
+{
+  VALUE list = rb_hash_lookup(env, key);
+  return RB_TYPE_P(list, T_ARRAY) && RARRAY_LEN(list) == 0;
+}
+
+/* The app's answer is one the loop sends itself (see the top). */
+static int plain_response(VALUE res, VALUE env, VALUE request)
+{
+  VALUE body;
+  if (!RB_TYPE_P(res, T_ARRAY) || RARRAY_LEN(res) != 3) return 0;
+  body = RARRAY_AREF(res, 2);
+  if (!FIXNUM_P(RARRAY_AREF(res, 0)) || !RB_TYPE_P(RARRAY_AREF(res, 1), T_HASH)) return 0;
+  /* a plain Array: no close, no singleton methods */
+  if (!RB_TYPE_P(body, T_ARRAY) || RBASIC_CLASS(body) != rb_cArray) return 0;
+  if (rb_hash_lookup2(env, key_hijack_io, Qundef) != Qundef) return 0;
+  if (!empty_list(env, key_response_finished) || !empty_list(env, key_after_reply)) return 0;
+  /* 103 Early Hints the socket did not take: the response goes after them */
+  if (rb_hash_lookup2(env, key_early_hints, Qundef) != Qundef &&
+      RTEST(rb_funcall(rb_funcall(request, id_out, 0), id_pending_p, 0)))
+    return 0;
+  return 1;
+}
+
+/* The app returned res, or raised error: the Responder does the rest. */
+static VALUE respond_in_ruby(request_loop *l, VALUE request, VALUE res, VALUE error)
+{
+  return rb_funcall(l->responder, id_respond_returned, 3, request, res, error);
+}
+
+/*
+ * Runs one request whose head was parsed (env) and sends its response.
+ * Qtrue: sent, the connection stays; Qfalse: sent, it closes; else the
+ * Responder's outcome for a response it finished (the loop stops).
+ */
+static VALUE run_request(request_loop *l, int fd, VALUE request, VALUE env)
+{
+  struct app_call app = { l->app, env };
+  struct head_call head;
+  VALUE res, mode;
+  long len, sent;
+  int state = 0, keepalive;
+
+  if (!NIL_P(l->on_start)) rb_funcall(l->on_start, id_call, 0);
+  slot_started(l, env);
+  res = rb_protect(call_app, (VALUE)&app, &state);
+  if (state) {
+    VALUE error = rb_errinfo();
+    if (!rb_obj_is_kind_of(error, rb_eStandardError) && !rb_obj_is_kind_of(error, rb_eScriptError)) {
+      slot_finished(l); /* as Responder#respond's ensure; the rest unwinds */
+      rb_jump_tag(state);
+    }
+    rb_set_errinfo(Qnil);
+    return respond_in_ruby(l, request, Qnil, error);
+  }
+  if (!plain_response(res, env, request)) return respond_in_ruby(l, request, res, Qnil);
+
+  head.head = l->head;
+  head.out = l->out;
+  head.status = RARRAY_AREF(res, 0);
+  head.headers = RARRAY_AREF(res, 1);
+  head.body = RARRAY_AREF(res, 2);
+  head.flags = NUM2INT(rb_funcall(request, id_flags, 0));
+  mode = rb_protect(write_head, (VALUE)&head, &state);
+  if (state || mode != INT2FIX(MODE_DONE)) {
+    /* invalid, or a body to stream: Ruby's writer does it (and says why) */
+    if (state) rb_set_errinfo(Qnil);
+    return respond_in_ruby(l, request, res, Qnil);
+  }
+  keepalive = nw_response_head_keepalive(l->head);
+  len = RSTRING_LEN(l->out);
+  do {
+    sent = (long)send(fd, RSTRING_PTR(l->out), (size_t)len, MSG_DONTWAIT | MSG_NOSIGNAL);
+  } while (sent < 0 && errno == EINTR);
+  if (sent != len) {
+    /* the rest (or, after an error, all: its write fails the same way) */
+    VALUE rest = rb_str_new(RSTRING_PTR(l->out) + (sent > 0 ? sent : 0), len - (sent > 0 ? sent : 0));
+    return rb_funcall(l->responder, id_send_rest, 3, request, rest, keepalive ? Qtrue : Qfalse);
+  }
+  slot_finished(l);
+  return keepalive ? Qtrue : Qfalse;
+}
+
+/*
+ * serve(fd, buf, parser, request, context, requests, max_requests) -> result
+ *
+ * Reads from fd (the connection's socket, nothing of it buffered) and
+ * serves each request it reads while they are the common kind. requests:
+ * how many the connection had; the Responder's limits (keepalive_requests
+ * as max_requests, context.keepalive) decide keep-alive as Connection
+ * would. After it, #requests is the new count and #offset where the bytes
+ * left in buf start. The result:
+ * - true: nothing left to read or serve, the connection stays (idle);
+ * - false: it closes (the client did, or the response said so);
+ * - nil: buf holds bytes from #offset the loop did not serve (Ruby parses
+ *   them);
+ * - a Responder outcome (:keep, :close, :hijacked): the Responder finished
+ *   the last request; bytes after it start at #offset.
+ */
+static VALUE loop_serve(VALUE self, VALUE vfd, VALUE buf, VALUE parser, VALUE request, VALUE context,
+                        VALUE vrequests, VALUE vmax)
+{
+  request_loop *l = get_loop(self);
+  int fd = NUM2INT(vfd);
+  long requests = NUM2LONG(vrequests), max = NUM2LONG(vmax), off = 0, len = 0, got = READ_SIZE, next;
+  VALUE result;
+
+  StringValue(buf);
+  for (;;) {
+    VALUE env;
+    int keepalive;
+
+    if (off >= len) {
+      /* a short read took all there was: the socket is drained (as
+       * Connection#on_readable, no read that would only say so) */
+      if (len > 0 && got < READ_SIZE) {
+        off = len;
+        result = Qtrue;
+        break;
+      }
+      off = 0;
+      got = len = read_into(fd, buf);
+      if (len <= 0) {
+        result = (len < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) ? Qtrue : Qfalse;
+        len = 0;
+        break;
+      }
+    }
+
+    env = rb_funcall(request, id_start, 0);
+    next = nw_http_parser_head(parser, env, buf, off);
+    if (next < 0 || !nw_http_parser_plain(parser)) {
+      nw_http_parser_reset(parser);
+      rb_funcall(request, id_finish, 0);
+      result = Qnil;
+      break;
+    }
+    off = next;
+    requests++;
+    keepalive = nw_http_parser_keepalive(parser) && requests < max &&
+                RTEST(rb_struct_getmember(context, id_keepalive));
+    rb_funcall(request, id_complete, 4, Qnil, nw_http_parser_http11(parser) ? Qtrue : Qfalse,
+               keepalive ? Qtrue : Qfalse, Qfalse);
+    l->offset = off; /* if the app unwinds the loop */
+    l->requests = requests;
+    result = run_request(l, fd, request, env);
+    if (result != Qtrue && result != Qfalse) break; /* the Responder's: Connection finishes it */
+    rb_funcall(request, id_finish, 0);
+    nw_http_parser_reset(parser);
+    if (result == Qfalse) break;
+  }
+  RB_GC_GUARD(buf);
+  l->offset = off;
+  l->requests = requests;
+  return result;
+}
+
+static VALUE keep_key(const char *s)
+{
+  VALUE v = nw_fstring(s, (long)strlen(s));
+  rb_gc_register_mark_object(v);
+  return v;
+}
+
+void nw_init_request_loop(void)
+{
+  VALUE c = rb_define_class_under(nw_mNarwhal, "RequestLoop", rb_cObject);
+  rb_define_alloc_func(c, loop_alloc);
+  rb_define_method(c, "initialize", loop_initialize, 4);
+  rb_define_method(c, "on_start=", loop_set_on_start, 1);
+  rb_define_method(c, "serve", loop_serve, 7);
+  rb_define_method(c, "offset", loop_offset, 0);
+  rb_define_method(c, "requests", loop_requests, 0);
+  rb_define_const(c, "READ_SIZE", INT2FIX(READ_SIZE));
+
+  id_call = rb_intern("call");
+  id_start = rb_intern("start");
+  id_complete = rb_intern("complete");
+  id_flags = rb_intern("flags");
+  id_finish = rb_intern("finish");
+  id_out = rb_intern("out");
+  id_pending_p = rb_intern("pending?");
+  id_keepalive = rb_intern("keepalive");
+  id_respond_returned = rb_intern("respond_returned");
+  id_send_rest = rb_intern("send_rest");
+  id_request_started = rb_intern("request_started");
+  id_request_finished = rb_intern("request_finished");
+  key_hijack_io = keep_key("rack.hijack_io");
+  key_response_finished = keep_key("rack.response_finished");
+  key_after_reply = keep_key("rack.after_reply");
+  key_early_hints = keep_key("rack.early_hints");
+}
