@@ -59,8 +59,7 @@ module Narwhal
         log_request(request, env, started, queue_time) if @access_log
         run_callbacks(request, env)
       ensure
-        @status = @headers = @error = @returned = @answered = nil
-        @slot.request_finished
+        finish
       end
       outcome
     end
@@ -75,8 +74,7 @@ module Narwhal
         outcome = error ? failed(request, env, error) : write_response(request, env, result)
         run_callbacks(request, env)
       ensure
-        @status = @headers = @error = @returned = @answered = nil
-        @slot.request_finished
+        finish
       end
       outcome
     end
@@ -90,11 +88,17 @@ module Narwhal
     rescue ClientGone => e
       failed(request, request.env, e)
     ensure
-      @error = nil
-      @slot.request_finished
+      finish
     end
 
     private
+
+    # The request is over: its response is forgotten, the thread's
+    # scoreboard slot idle again.
+    def finish
+      @status = @headers = @error = @returned = @answered = nil
+      @slot.request_finished
+    end
 
     # The one place a request's queue time is taken (nil without a usable
     # X-Request-Start; not called without one): into env for the app and into the queue-time
