@@ -437,26 +437,6 @@ static void stop_serving(struct nw_poller *p)
   pthread_mutex_unlock(&p->held_lock);
 }
 
-static VALUE run_interrupts(VALUE unused)
-{
-  rb_thread_check_ints();
-  return Qnil;
-}
-
-/*
- * rb_thread_check_ints, raising through rb_jump_tag: that one is declared
- * noreturn, so an AddressSanitizer build unpoisons this thread's stack
- * before the jump (Ruby's own longjmp is not one ASan intercepts, and the
- * redzones of #wait's event array would stay poisoned for whatever code
- * uses that stack next, a new thread's included).
- */
-static void check_ints(void)
-{
-  int state = 0;
-  rb_protect(run_interrupts, Qnil, &state);
-  if (state) rb_jump_tag(state);
-}
-
 static VALUE schedule(VALUE unused)
 {
   rb_thread_schedule();
@@ -561,7 +541,7 @@ static VALUE poller_wait(int argc, VALUE *argv, VALUE self)
     if (a.idle) count_waiting(a.p, -1);
     /* trap handlers, Thread#raise and #kill now, before anything is
      * claimed: a claim not handed to the caller would never be given back */
-    check_ints();
+    rb_thread_check_ints();
   }
   if (a.result < 0) {
     if (a.error != EINTR) {

@@ -39,17 +39,6 @@ typedef struct {
   VALUE on_start;  /* called as a request starts (request threads), or nil */
   long offset;     /* where the bytes the loop left start */
   long requests;   /* requests the connection has had */
-  /*
-   * The arguments of the calls made under rb_protect, kept here rather
-   * than on the stack: an AddressSanitizer build puts poisoned redzones
-   * around stack variables whose address is taken, and an exception that
-   * unwinds through these frames by Ruby's longjmp (which ASan does not
-   * see) would leave them poisoned for whatever uses that stack next.
-   */
-  VALUE env;       /* the current request's env (the app's argument) */
-  VALUE res;       /* what the app returned */
-  int flags;       /* the response's REQ_* flags */
-  int state;       /* rb_protect's */
 } request_loop;
 
 static ID id_call, id_start, id_complete, id_flags, id_finish, id_out, id_pending_p, id_keepalive,
@@ -65,8 +54,6 @@ static void loop_mark(void *ptr)
   rb_gc_mark(l->head);
   rb_gc_mark(l->out);
   rb_gc_mark(l->on_start);
-  rb_gc_mark(l->env);
-  rb_gc_mark(l->res);
 }
 
 static size_t loop_size(const void *ptr) { return sizeof(request_loop); }
@@ -83,7 +70,7 @@ static VALUE loop_alloc(VALUE klass)
 {
   request_loop *l;
   VALUE obj = TypedData_Make_Struct(klass, request_loop, &loop_type, l);
-  l->app = l->responder = l->slot = l->head = l->out = l->on_start = l->env = l->res = Qnil;
+  l->app = l->responder = l->slot = l->head = l->out = l->on_start = Qnil;
   return obj;
 }
 
@@ -138,17 +125,25 @@ static long read_into(int fd, VALUE buf)
   return (long)n;
 }
 
+struct app_call {
+  VALUE app, env;
+};
+
 static VALUE call_app(VALUE arg)
 {
-  request_loop *l = (request_loop *)arg;
-  return rb_funcall(l->app, id_call, 1, l->env);
+  struct app_call *c = (struct app_call *)arg;
+  return rb_funcall(c->app, id_call, 1, c->env);
 }
+
+struct head_call {
+  VALUE head, out, status, headers, body;
+  int flags;
+};
 
 static VALUE write_head(VALUE arg)
 {
-  request_loop *l = (request_loop *)arg;
-  return nw_response_head_write(l->head, l->out, RARRAY_AREF(l->res, 0), RARRAY_AREF(l->res, 1),
-                                RARRAY_AREF(l->res, 2), l->flags);
+  struct head_call *c = (struct head_call *)arg;
+  return nw_response_head_write(c->head, c->out, c->status, c->headers, c->body, c->flags);
 }
 
 static int empty_list(VALUE env, VALUE key)
@@ -188,34 +183,36 @@ static VALUE respond_in_ruby(request_loop *l, VALUE request, VALUE res, VALUE er
  */
 static VALUE run_request(request_loop *l, int fd, VALUE request, VALUE env)
 {
+  struct app_call app = { l->app, env };
+  struct head_call head;
   VALUE res, mode;
   long len, sent;
-  int keepalive;
+  int state = 0, keepalive;
 
   if (!NIL_P(l->on_start)) rb_funcall(l->on_start, id_call, 0);
   slot_started(l, env);
-  l->env = env;
-  l->state = 0;
-  res = rb_protect(call_app, (VALUE)l, &l->state);
-  l->env = Qnil;
-  if (l->state) {
+  res = rb_protect(call_app, (VALUE)&app, &state);
+  if (state) {
     VALUE error = rb_errinfo();
     if (!rb_obj_is_kind_of(error, rb_eStandardError) && !rb_obj_is_kind_of(error, rb_eScriptError)) {
       slot_finished(l); /* as Responder#respond's ensure; the rest unwinds */
-      rb_jump_tag(l->state);
+      rb_jump_tag(state);
     }
     rb_set_errinfo(Qnil);
     return respond_in_ruby(l, request, Qnil, error);
   }
   if (!plain_response(res, env, request)) return respond_in_ruby(l, request, res, Qnil);
 
-  l->res = res;
-  l->flags = NUM2INT(rb_funcall(request, id_flags, 0));
-  mode = rb_protect(write_head, (VALUE)l, &l->state);
-  l->res = Qnil;
-  if (l->state || mode != INT2FIX(MODE_DONE)) {
+  head.head = l->head;
+  head.out = l->out;
+  head.status = RARRAY_AREF(res, 0);
+  head.headers = RARRAY_AREF(res, 1);
+  head.body = RARRAY_AREF(res, 2);
+  head.flags = NUM2INT(rb_funcall(request, id_flags, 0));
+  mode = rb_protect(write_head, (VALUE)&head, &state);
+  if (state || mode != INT2FIX(MODE_DONE)) {
     /* invalid, or a body to stream: Ruby's writer does it (and says why) */
-    if (l->state) rb_set_errinfo(Qnil);
+    if (state) rb_set_errinfo(Qnil);
     return respond_in_ruby(l, request, res, Qnil);
   }
   keepalive = nw_response_head_keepalive(l->head);
