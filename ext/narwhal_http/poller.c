@@ -36,17 +36,6 @@
  * I/O wait, which is when nobody takes them.
  */
 #define NW_POLLER_HANDOVER_US 100
-/*
- * How long a thread serves report after report with the GVL before it
- * lets a thread that is in the middle of a request have it (see
- * let_others_run): what that request may wait, instead of Ruby's time
- * slice (100 ms). Each time it does costs a switch of threads.
- */
-#define NW_POLLER_YIELD_AFTER_US 1000
-
-/* When this thread last got the GVL back in #wait (after waiting, or after
- * letting others run): the start of its run of reports served with it. */
-static __thread int64_t run_started;
 
 /*
  * What the set knows of each descriptor, for threads that share it. A
@@ -437,35 +426,6 @@ static void stop_serving(struct nw_poller *p)
   pthread_mutex_unlock(&p->held_lock);
 }
 
-static VALUE schedule(VALUE unused)
-{
-  rb_thread_schedule();
-  return Qnil;
-}
-
-/*
- * A serving thread lets another thread have the GVL now, if one waits for
- * it (else this costs a sched_yield): asked while another thread is in the
- * middle of a request (in the app's I/O, or preempted by Ruby's timer and
- * queued for the GVL), once this one has served with the GVL for
- * NW_POLLER_YIELD_AFTER_US. Taking report after report without giving up
- * the GVL would otherwise leave that request waiting for a whole time
- * slice (100 ms), the only point at which Ruby takes the GVL away; giving
- * it up at every report would make two serving threads switch at every
- * request. An interrupt
- * (Thread#raise, #kill) found on the way raises here, this thread no
- * longer counted as serving.
- */
-static void let_others_run(struct nw_poller *p)
-{
-  int state = 0;
-  rb_protect(schedule, Qnil, &state);
-  if (state) {
-    stop_serving(p);
-    rb_jump_tag(state);
-  }
-}
-
 /* Whether the caller may act on the event: current, and claimed if claimable. */
 static int take_event(struct nw_poller *p, const struct epoll_event *ev, int *fd)
 {
@@ -511,11 +471,6 @@ static VALUE poller_wait(int argc, VALUE *argv, VALUE self)
    * giving up the GVL, so that a thread with work goes on instead of
    * waking another */
   if (serving) {
-    if (__atomic_load_n(&a.p->serving, __ATOMIC_ACQUIRE) > 1 &&
-        now_ns() - run_started > NW_POLLER_YIELD_AFTER_US * 1000LL) {
-      let_others_run(a.p);
-      run_started = now_ns();
-    }
     a.result = take_held(a.p, events, a.max);
     if (a.result == 0) {
       a.result = epoll_wait(a.p->epfd, events, a.max, 0);
@@ -532,7 +487,6 @@ static VALUE poller_wait(int argc, VALUE *argv, VALUE self)
     /* the variant that does not raise on its way back: the leader lock is
      * given up first, whatever happens next */
     rb_thread_call_without_gvl2(wait_nogvl, &a, RUBY_UBF_IO, NULL);
-    run_started = now_ns();
     if (a.led) {
       /* what no serving thread took over while this one waited for the GVL */
       if (a.result > 0 && a.p->shared) a.result = take_held(a.p, events, a.max);

@@ -194,44 +194,6 @@ class PollerTest < Minitest::Test
     [first_r, first_w, second_r, second_w].each { |io| io&.close }
   end
 
-  # A thread in the middle of a request that needs the GVL back (here after
-  # a short sleep, as after the app's I/O) gets it from a thread that serves
-  # report after report with keep, at that thread's next wait, not after
-  # Ruby's time slice of 100 ms.
-  def test_a_thread_mid_request_gets_the_gvl_from_a_serving_thread_at_its_next_wait
-    poller = Narwhal::Poller.new(true)
-    busy_r, busy_w = IO.pipe
-    other_r, other_w = IO.pipe
-    busy_w.write("x")
-    other_w.write("x")
-    poller.add(other_r.fileno, ONESHOT_READ)
-    serving = Thread::Queue.new
-    mid_request = Thread.new do
-      nil until poller.wait(5, [], 1) == 1 # a report: this thread now serves (0: a signal came first)
-      serving << true
-      started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
-      sleep 0.02 # the app's I/O: the GVL is given up, then wanted back
-      Process.clock_gettime(Process::CLOCK_MONOTONIC) - started
-    end
-    serving.pop
-    poller.add(busy_r.fileno, Narwhal::Poller::READ) # always ready: this thread always has work
-    ready = []
-    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 2
-    keep = false # the first report makes this thread a serving one
-    while mid_request.alive? && Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
-      assert_equal 1, poller.wait(5, ready, 1, keep)
-      keep = true
-      spin = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 0.00005
-      nil while Process.clock_gettime(Process::CLOCK_MONOTONIC) < spin # a request's work
-    end
-    assert_operator mid_request.value, :<, 0.07, "20 ms of I/O, then the wait for the GVL"
-  ensure
-    poller&.stop_serving
-    mid_request&.kill
-    poller&.close
-    [busy_r, busy_w, other_r, other_w].each { |io| io&.close }
-  end
-
   private
 
   EPOLL_WAIT_SYSCALLS = [232, 281, 441].freeze # x86_64 epoll_wait, epoll_pwait, epoll_pwait2
