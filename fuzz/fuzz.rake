@@ -250,6 +250,12 @@ module NarwhalFuzz
 
     build = File.join(ASAN_DIR, "build")
     libdir = File.join(ASAN_DIR, "lib")
+    so = File.join(libdir, "narwhal_http", "narwhal_http.so")
+    env = { "LD_PRELOAD" => libasan,
+            "ASAN_OPTIONS" => "detect_leaks=0:abort_on_error=1:halt_on_error=1:use_sigaltstack=0" }
+    # one build serves rake asan and rake fuzz:loop, until a source changes
+    return [env, libdir, so] if asan_build_current?(so)
+
     FileUtils.rm_rf ASAN_DIR
     FileUtils.mkdir_p [build, File.join(libdir, "narwhal_http")]
     built = Dir.chdir(build) do
@@ -261,16 +267,22 @@ module NarwhalFuzz
       Dir[File.join(ASAN_DIR, "*.log")].sort.each { |log| $stderr.puts File.read(log) }
       abort "#{task}: building the extension with AddressSanitizer failed (output above)"
     end
-    so = File.join(libdir, "narwhal_http", "narwhal_http.so")
     FileUtils.cp File.join(build, "narwhal_http.so"), so
     abort "#{task}: #{so} was not built with AddressSanitizer" unless `nm -D #{so}`.include?("__asan_")
 
-    # use_sigaltstack=0: Ruby gives each thread a signal stack of its own,
-    # from malloc; ASan, told to make its own, tries to unmap Ruby's when a
-    # thread ends and aborts ("unable to unmap", in about half the runs)
-    env = { "LD_PRELOAD" => libasan,
-            "ASAN_OPTIONS" => "detect_leaks=0:abort_on_error=1:halt_on_error=1:use_sigaltstack=0" }
+    # use_sigaltstack=0 (env above): Ruby gives each thread a signal stack
+    # of its own, from malloc; ASan, told to make its own, tries to unmap
+    # Ruby's when a thread ends and aborts ("unable to unmap", in about half
+    # the runs)
     [env, libdir, so]
+  end
+
+  # The ASan build exists and is newer than every source it is built from.
+  def asan_build_current?(so)
+    return false unless File.exist?(so)
+
+    sources = Dir[File.join(EXT, "*.{c,h,rb}")]
+    sources.all? { |source| File.mtime(source) < File.mtime(so) }
   end
 
   # Runs the named unit tests (test/unit/<name>_test.rb, minitest options
