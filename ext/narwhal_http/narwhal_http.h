@@ -17,6 +17,7 @@ extern VALUE nw_key_REQUEST_METHOD, nw_key_REQUEST_URI, nw_key_REQUEST_PATH,
     nw_val_https, nw_val_http, nw_val_slash;
 
 VALUE nw_fstring(const char *ptr, long len);
+VALUE nw_keep_fstring(const char *s);
 void nw_init_env_keys(void);
 void nw_init_parser(void);
 void nw_init_response(void);
@@ -46,6 +47,13 @@ int nw_http_parser_plain(VALUE parser);
 int nw_http_parser_keepalive(VALUE parser);
 int nw_http_parser_http11(VALUE parser);
 void nw_http_parser_reset(VALUE parser);
+/* ResponseHead#write's modes: how the body goes out after the head. */
+#define MODE_DONE    0 /* the buffer holds the whole response */
+#define MODE_LENGTH  1 /* send exactly content_length body bytes */
+#define MODE_CHUNKED 2 /* encode the body with chunked framing */
+#define MODE_RAW     3 /* the app framed the body itself (transfer-encoding) */
+#define MODE_CLOSE   4 /* body ends when the connection closes */
+#define MODE_HIJACK  5 /* hand the socket to the rack.hijack callable */
 VALUE nw_response_head_write(VALUE head, VALUE buf, VALUE status, VALUE headers, VALUE hint, int flags);
 int nw_response_head_keepalive(VALUE head);
 void nw_init_request_loop(void);

@@ -23,12 +23,10 @@
 #include <sys/socket.h>
 #include "narwhal_http.h"
 
-/* Bytes asked of the socket per read, as Connection::READ_SIZE. */
+/* Bytes asked of the socket per read (Connection::READ_SIZE is this). */
 #define READ_SIZE (16 * 1024)
 /* The buffer the response head (and a small body) is built in. */
 #define OUT_CAPACITY 4096
-/* ResponseHead#write's mode for "the buffer holds the whole response". */
-#define MODE_DONE 0
 
 typedef struct {
   VALUE app;       /* the Rack app */
@@ -303,13 +301,6 @@ static VALUE loop_serve(VALUE self, VALUE vfd, VALUE buf, VALUE parser, VALUE re
   return result;
 }
 
-static VALUE keep_key(const char *s)
-{
-  VALUE v = nw_fstring(s, (long)strlen(s));
-  rb_gc_register_mark_object(v);
-  return v;
-}
-
 void nw_init_request_loop(void)
 {
   VALUE c = rb_define_class_under(nw_mNarwhal, "RequestLoop", rb_cObject);
@@ -333,8 +324,8 @@ void nw_init_request_loop(void)
   id_send_rest = rb_intern("send_rest");
   id_request_started = rb_intern("request_started");
   id_request_finished = rb_intern("request_finished");
-  key_hijack_io = keep_key("rack.hijack_io");
-  key_response_finished = keep_key("rack.response_finished");
-  key_after_reply = keep_key("rack.after_reply");
-  key_early_hints = keep_key("rack.early_hints");
+  key_hijack_io = nw_keep_fstring("rack.hijack_io");
+  key_response_finished = nw_keep_fstring("rack.response_finished");
+  key_after_reply = nw_keep_fstring("rack.after_reply");
+  key_early_hints = nw_keep_fstring("rack.early_hints");
 }

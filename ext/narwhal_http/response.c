@@ -12,13 +12,8 @@
 #define REQ_KEEPALIVE 2
 #define REQ_HEAD      4
 
-/* what the caller must do with the body after writing the buffer */
-#define MODE_DONE    0 /* the buffer holds the whole response */
-#define MODE_LENGTH  1 /* send exactly content_length body bytes */
-#define MODE_CHUNKED 2 /* encode the body with chunked framing */
-#define MODE_RAW     3 /* the app framed the body itself (transfer-encoding) */
-#define MODE_CLOSE   4 /* body ends when the connection closes */
-#define MODE_HIJACK  5 /* hand the socket to the rack.hijack callable */
+/* what the caller must do with the body after writing the buffer: MODE_*
+ * (narwhal_http.h, shared with the request loop) */
 
 /* Array bodies up to this size are copied after the head: one write(2). */
 #define INLINE_BODY_MAX (16 * 1024)

@@ -24,7 +24,7 @@ module Narwhal
   # progress for the body (client_body_timeout, moved by each read of body
   # bytes), keepalive_timeout between requests.
   class Connection
-    READ_SIZE = 16 * 1024
+    READ_SIZE = RequestLoop::READ_SIZE # the C loop reads as much at a time
     EMPTY_BUFFER = "".b.freeze
     # After an error response we read and drop what the client still sends,
     # so that closing does not reset the connection before it reads our answer.
