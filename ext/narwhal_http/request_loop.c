@@ -17,7 +17,10 @@
  *   rest (#send_rest), spooled or waited for like any write.
  *
  * One per thread that serves (its Responder's): it holds that thread's
- * response buffer.
+ * read and response buffers. A connection's own buffer gets only the bytes
+ * the loop leaves to Ruby, so that a connection between requests (or
+ * closed after its first) has none: no READ_SIZE of memory per idle
+ * connection, and none allocated and freed per new one.
  */
 #include <errno.h>
 #include <sys/socket.h>
@@ -33,9 +36,9 @@ typedef struct {
   VALUE responder; /* the Responder: what the loop leaves to Ruby */
   VALUE slot;      /* the thread's Scoreboard::ThreadSlot */
   VALUE head;      /* a ResponseHead */
+  VALUE in;        /* the read buffer */
   VALUE out;       /* the response buffer */
   VALUE on_start;  /* called as a request starts (request threads), or nil */
-  long offset;     /* where the bytes the loop left start */
   long requests;   /* requests the connection has had */
 } request_loop;
 
@@ -50,6 +53,7 @@ static void loop_mark(void *ptr)
   rb_gc_mark(l->responder);
   rb_gc_mark(l->slot);
   rb_gc_mark(l->head);
+  rb_gc_mark(l->in);
   rb_gc_mark(l->out);
   rb_gc_mark(l->on_start);
 }
@@ -68,7 +72,7 @@ static VALUE loop_alloc(VALUE klass)
 {
   request_loop *l;
   VALUE obj = TypedData_Make_Struct(klass, request_loop, &loop_type, l);
-  l->app = l->responder = l->slot = l->head = l->out = l->on_start = Qnil;
+  l->app = l->responder = l->slot = l->head = l->in = l->out = l->on_start = Qnil;
   return obj;
 }
 
@@ -81,6 +85,7 @@ static VALUE loop_initialize(VALUE self, VALUE app, VALUE responder, VALUE slot,
   l->responder = responder;
   l->slot = slot;
   l->head = head;
+  l->in = rb_str_buf_new(READ_SIZE);
   l->out = rb_str_buf_new(OUT_CAPACITY);
   return self;
 }
@@ -92,8 +97,6 @@ static VALUE loop_set_on_start(VALUE self, VALUE callable)
   get_loop(self)->on_start = callable;
   return callable;
 }
-
-static VALUE loop_offset(VALUE self) { return LONG2NUM(get_loop(self)->offset); }
 
 static VALUE loop_requests(VALUE self) { return LONG2NUM(get_loop(self)->requests); }
 
@@ -108,12 +111,11 @@ static void slot_finished(request_loop *l)
   if (!nw_thread_slot_finished(l->slot)) rb_funcall(l->slot, id_request_finished, 0);
 }
 
-/* Reads what the socket has into buf (emptied first): bytes read, 0 at
- * EOF, -1 with errno. */
+/* Reads what the socket has into buf (the loop's, emptied first): bytes
+ * read, 0 at EOF, -1 with errno. */
 static long read_into(int fd, VALUE buf)
 {
   ssize_t n;
-  rb_str_modify(buf); /* its own bytes, not shared with a copy */
   rb_str_set_len(buf, 0);
   rb_str_modify_expand(buf, READ_SIZE);
   do {
@@ -227,21 +229,31 @@ static VALUE run_request(request_loop *l, int fd, VALUE request, VALUE env)
   return keepalive ? Qtrue : Qfalse;
 }
 
+/* The connection's buffer (all of it consumed) gets what the loop read
+ * from off and did not serve, or is emptied. */
+static void leave_rest(VALUE buf, VALUE in, long off)
+{
+  long rest = RSTRING_LEN(in) - off;
+  if (rest <= 0 && RSTRING_LEN(buf) == 0) return;
+  rb_str_modify(buf); /* its own bytes, not shared with a copy */
+  rb_str_set_len(buf, 0);
+  if (rest > 0) rb_str_cat(buf, RSTRING_PTR(in) + off, rest);
+}
+
 /*
  * serve(fd, buf, parser, request, context, requests, max_requests) -> result
  *
- * Reads from fd (the connection's socket, nothing of it buffered) and
+ * Reads from fd (the connection's socket, nothing of it buffered in buf) and
  * serves each request it reads while they are the common kind. requests:
  * how many the connection had; the Responder's limits (keepalive_requests
  * as max_requests, context.keepalive) decide keep-alive as Connection
- * would. After it, #requests is the new count and #offset where the bytes
- * left in buf start. The result:
+ * would. It reads into its own buffer: after it, buf holds only the bytes
+ * it left (or nothing), and #requests is the new count. The result:
  * - true: nothing left to read or serve, the connection stays (idle);
  * - false: it closes (the client did, or the response said so);
- * - nil: buf holds bytes from #offset the loop did not serve (Ruby parses
- *   them);
+ * - nil: buf holds bytes the loop did not serve (Ruby parses them);
  * - a Responder outcome (:keep, :close, :hijacked): the Responder finished
- *   the last request; bytes after it start at #offset.
+ *   the last request; buf holds what came after it.
  */
 static VALUE loop_serve(VALUE self, VALUE vfd, VALUE buf, VALUE parser, VALUE request, VALUE context,
                         VALUE vrequests, VALUE vmax)
@@ -249,7 +261,7 @@ static VALUE loop_serve(VALUE self, VALUE vfd, VALUE buf, VALUE parser, VALUE re
   request_loop *l = get_loop(self);
   int fd = NUM2INT(vfd);
   long requests = NUM2LONG(vrequests), max = NUM2LONG(vmax), off = 0, len = 0, got = READ_SIZE, next;
-  VALUE result;
+  VALUE result, in = l->in;
 
   StringValue(buf);
   for (;;) {
@@ -265,7 +277,7 @@ static VALUE loop_serve(VALUE self, VALUE vfd, VALUE buf, VALUE parser, VALUE re
         break;
       }
       off = 0;
-      got = len = read_into(fd, buf);
+      got = len = read_into(fd, in);
       if (len <= 0) {
         result = (len < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) ? Qtrue : Qfalse;
         len = 0;
@@ -274,7 +286,7 @@ static VALUE loop_serve(VALUE self, VALUE vfd, VALUE buf, VALUE parser, VALUE re
     }
 
     env = rb_funcall(request, id_start, 0);
-    next = nw_http_parser_head(parser, env, buf, off);
+    next = nw_http_parser_head(parser, env, in, off);
     if (next < 0 || !nw_http_parser_plain(parser)) {
       nw_http_parser_reset(parser);
       rb_funcall(request, id_finish, 0);
@@ -287,16 +299,16 @@ static VALUE loop_serve(VALUE self, VALUE vfd, VALUE buf, VALUE parser, VALUE re
                 RTEST(rb_struct_getmember(context, id_keepalive));
     rb_funcall(request, id_complete, 4, Qnil, nw_http_parser_http11(parser) ? Qtrue : Qfalse,
                keepalive ? Qtrue : Qfalse, Qfalse);
-    l->offset = off; /* if the app unwinds the loop */
-    l->requests = requests;
+    l->requests = requests; /* if the app unwinds the loop */
     result = run_request(l, fd, request, env);
     if (result != Qtrue && result != Qfalse) break; /* the Responder's: Connection finishes it */
     rb_funcall(request, id_finish, 0);
     nw_http_parser_reset(parser);
     if (result == Qfalse) break;
   }
+  /* a connection that closes keeps nothing */
+  leave_rest(buf, in, result == Qfalse ? RSTRING_LEN(in) : off);
   RB_GC_GUARD(buf);
-  l->offset = off;
   l->requests = requests;
   return result;
 }
@@ -308,7 +320,6 @@ void nw_init_request_loop(void)
   rb_define_method(c, "initialize", loop_initialize, 4);
   rb_define_method(c, "on_start=", loop_set_on_start, 1);
   rb_define_method(c, "serve", loop_serve, 7);
-  rb_define_method(c, "offset", loop_offset, 0);
   rb_define_method(c, "requests", loop_requests, 0);
   rb_define_const(c, "READ_SIZE", INT2FIX(READ_SIZE));
 

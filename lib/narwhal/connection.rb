@@ -215,7 +215,7 @@ module Narwhal
       before = @requests
       result = request_loop.serve(@fd, @buf, @parser, @request, @context, before, @keepalive_requests)
       @requests = request_loop.requests
-      @off = request_loop.offset
+      @off = 0 # what the loop left (if anything) is all of @buf
       @state = IDLE
       if result == true
         # nothing read at all: the deadline it had stands (a new

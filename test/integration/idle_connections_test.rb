@@ -17,6 +17,8 @@ class IdleConnectionsTest < Minitest::Test
   # the server inherits the limit (each worker may hold every idle one).
   DESCRIPTORS = IDLE + 1_000
   FAST_TIMEOUT = 10 # seconds for one fast request, connect to last byte
+  KEPT = 3_000 # kept-alive connections whose memory is measured
+  IDLE_BYTES_MAX = 4_096 # a page: what a read buffer held for each costs at least
 
   APP = <<~'RU'
     run lambda { |env| [200, { "content-type" => "text/plain" }, ["fast"]] }
@@ -57,7 +59,45 @@ class IdleConnectionsTest < Minitest::Test
     assert_silent_ones_make_room(threads: 5)
   end
 
+  # A kept-alive connection between requests holds its socket and a few
+  # small objects, not a read buffer: the worker's memory grows by less
+  # than IDLE_BYTES_MAX for each.
+  def test_an_idle_kept_alive_connection_costs_no_read_buffer
+    assert_idle_memory(threads: 1)
+  end
+
+  def test_an_idle_kept_alive_connection_costs_no_read_buffer_with_threads
+    assert_idle_memory(threads: 5)
+  end
+
   private
+
+  def assert_idle_memory(threads:)
+    ensure_descriptors(KEPT + 1_000)
+    @server = Narwhal::ServerProcess.start(app: APP, lint: false,
+                                           config: "threads #{threads}\nkeepalive_timeout 120\n")
+    worker = @server.worker_pids.first
+    @idle = kept_alive(200) # the worker's heap and the code paths warmed up
+    @idle.each(&:close)
+    before = rss(worker)
+    @idle = kept_alive(KEPT)
+    per_connection = (rss(worker) - before) / KEPT
+    assert_operator per_connection, :<, IDLE_BYTES_MAX, "bytes of worker RSS per idle kept-alive connection"
+  end
+
+  # count connections, each answered once and left open
+  def kept_alive(count)
+    Array.new(count) do
+      client = Narwhal::RawClient.new(TCPSocket.new(@server.host, @server.port))
+      client.write("GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+      assert_equal 200, client.read_response(timeout: FAST_TIMEOUT).status
+      client.sock
+    end
+  end
+
+  def rss(pid)
+    File.read("/proc/#{pid}/status")[/^VmRSS:\s+(\d+) kB/, 1].to_i * 1024
+  end
 
   def assert_silent_ones_make_room(threads:)
     # no deferred accept: the kernel queues them in the order they connect
