@@ -11,6 +11,7 @@ void Init_narwhal_http(void)
   nw_init_response();
   nw_init_sendfile();
   nw_init_free_space();
+  nw_init_peer_address();
   nw_init_scoreboard();
   nw_init_poller();
   nw_init_access_log();

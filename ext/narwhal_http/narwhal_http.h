@@ -23,6 +23,7 @@ void nw_init_parser(void);
 void nw_init_response(void);
 void nw_init_sendfile(void);
 void nw_init_free_space(void);
+void nw_init_peer_address(void);
 void nw_init_scoreboard(void);
 void nw_init_poller(void);
 void nw_init_access_log(void);

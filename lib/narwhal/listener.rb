@@ -110,7 +110,7 @@ module Narwhal
     def remote_addr(sock)
       return UNIX_REMOTE_ADDR if unix?
 
-      Socket.unpack_sockaddr_in(sock.getpeername)[1]
+      Narwhal.peer_address(sock.fileno) || Socket.unpack_sockaddr_in(sock.getpeername)[1]
     rescue SystemCallError, ArgumentError
       UNIX_REMOTE_ADDR
     end

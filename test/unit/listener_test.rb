@@ -87,6 +87,47 @@ class ListenerTest < Minitest::Test
     listener&.close
   end
 
+  # REMOTE_ADDR is the client's address in the text Ruby's Socket gives
+  # it, whatever its octets (the whole of 127.0.0.0/8 is loopback).
+  def test_remote_addr_is_the_clients_address
+    listener = Narwhal::Listener.new("127.0.0.1:0")
+    %w[127.0.0.1 127.10.200.255 127.255.0.9 127.1.99.100].each do |from|
+      assert_equal from, remote_addr_from(listener, from)
+    end
+  ensure
+    listener&.close
+  end
+
+  def test_remote_addr_of_ipv6_and_ipv4_mapped_clients
+    listener = Narwhal::Listener.new("[::]:0")
+    assert_equal "::1", remote_addr_from(listener, "::1", "::1")
+    assert_equal "::ffff:127.0.0.3", remote_addr_from(listener, "127.0.0.3", "127.0.0.1")
+  rescue Errno::EADDRNOTAVAIL, Errno::EAFNOSUPPORT
+    skip "this machine has no IPv6 loopback (reported as a skip, not a pass)"
+  ensure
+    listener&.close
+  end
+
+  def test_remote_addr_of_a_unix_socket_client
+    path = File.join(Dir.mktmpdir, "n.sock")
+    listener = Narwhal::Listener.new(path)
+    client = UNIXSocket.new(path)
+    assert_equal Narwhal::Listener::UNIX_REMOTE_ADDR, listener.remote_addr(listener.io.accept)
+  ensure
+    client&.close
+    listener&.close
+  end
+
+  def remote_addr_from(listener, from, to = "127.0.0.1")
+    client = Socket.tcp(to, listener.io.local_address.ip_port, from)
+    client.write("G") # deferred accept: the connection is queued once a byte came
+    sock = listener.io.accept
+    listener.remote_addr(sock)
+  ensure
+    client&.close
+    sock&.close
+  end
+
   def int_opt(listener, level, name)
     listener.io.getsockopt(level, name).int
   end
