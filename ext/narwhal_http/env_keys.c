@@ -12,9 +12,44 @@ VALUE nw_key_REQUEST_METHOD, nw_key_REQUEST_URI, nw_key_REQUEST_PATH,
     nw_val_HTTP_1_1, nw_val_HTTP_1_0, nw_val_port_80, nw_val_port_443,
     nw_val_https, nw_val_http, nw_val_slash;
 
+/*
+ * The interned strings a request's head asks for (its method, header
+ * names as env keys, its host) come from a small cache before Ruby's
+ * table of interned strings: looking one up there hashes it and costs
+ * about 650 instructions, a hit here about 60. A slot taken by another
+ * string is simply replaced (the one it held stays interned while used).
+ */
+#define FSTRING_CACHE_SLOTS 256 /* a power of 2 */
+#define FSTRING_CACHE_MAX_LEN 48
+#define FNV_OFFSET 2166136261u
+#define FNV_PRIME 16777619u
+
+typedef struct {
+  VALUE str; /* Qfalse: empty */
+  long len;
+  char bytes[FSTRING_CACHE_MAX_LEN];
+} fstring_slot;
+
+/* each str is a GC root (registered): kept alive, and never moved by
+ * GC.compact, which would leave the pointer here stale */
+static fstring_slot fstring_cache[FSTRING_CACHE_SLOTS];
+
 VALUE nw_fstring(const char *ptr, long len)
 {
-  return rb_enc_interned_str(ptr, len, rb_utf8_encoding());
+  unsigned int h = FNV_OFFSET;
+  fstring_slot *slot;
+  long i;
+  VALUE str;
+
+  if (len > FSTRING_CACHE_MAX_LEN) return rb_enc_interned_str(ptr, len, rb_utf8_encoding());
+  for (i = 0; i < len; i++) h = (h ^ (unsigned char)ptr[i]) * FNV_PRIME;
+  slot = &fstring_cache[h & (FSTRING_CACHE_SLOTS - 1)];
+  if (slot->str != Qfalse && slot->len == len && memcmp(slot->bytes, ptr, (size_t)len) == 0) return slot->str;
+  str = rb_enc_interned_str(ptr, len, rb_utf8_encoding());
+  slot->str = str;
+  slot->len = len;
+  memcpy(slot->bytes, ptr, (size_t)len);
+  return str;
 }
 
 /* An interned frozen string kept alive for the life of the process. */
@@ -25,8 +60,49 @@ VALUE nw_keep_fstring(const char *s)
   return v;
 }
 
+/* Ruby 3.2 names it rb_hash_new_capa; 3.1 exports it without a prototype. */
+#if defined(HAVE_RB_HASH_NEW_CAPA)
+#define hash_with_room(n) rb_hash_new_capa(n)
+#elif defined(HAVE_RB_HASH_NEW_WITH_SIZE)
+VALUE rb_hash_new_with_size(st_index_t size);
+#define hash_with_room(n) rb_hash_new_with_size(n)
+#else
+#define hash_with_room(n) rb_hash_new()
+#endif
+
+/* Room for the entries of a typical request's env: the listener's
+ * defaults, the connection's, the request line's and a browser's fields. */
+#define ENV_ROOM 64
+
+static int copy_entry(VALUE key, VALUE value, VALUE into)
+{
+  rb_hash_aset(into, key, value);
+  return ST_CONTINUE;
+}
+
+/*
+ * Narwhal.env_template(hash) -> Hash
+ *
+ * A copy of hash with room for ENV_ROOM entries. An env is a copy (dup)
+ * of its listener's template, and a copy keeps the room: an env that grows
+ * past its room is rebuilt, in every request.
+ */
+static VALUE nw_env_template(VALUE self, VALUE hash)
+{
+  VALUE copy = hash_with_room(ENV_ROOM);
+  Check_Type(hash, T_HASH);
+  rb_hash_foreach(hash, copy_entry, copy);
+  return copy;
+}
+
 void nw_init_env_keys(void)
 {
+  long i;
+  for (i = 0; i < FSTRING_CACHE_SLOTS; i++) {
+    fstring_cache[i].str = Qfalse;
+    rb_gc_register_address(&fstring_cache[i].str);
+  }
+  rb_define_module_function(nw_mNarwhal, "env_template", nw_env_template, 1);
   nw_key_REQUEST_METHOD = nw_keep_fstring("REQUEST_METHOD");
   nw_key_REQUEST_URI = nw_keep_fstring("REQUEST_URI");
   nw_key_REQUEST_PATH = nw_keep_fstring("REQUEST_PATH");

@@ -10,6 +10,9 @@
 #define HTTP_PREFIX "HTTP_"
 #define HTTP_PREFIX_LEN 5
 #define HTTP_FIELDS_TOO_LARGE 431
+/* Env keys a request's fields set that are remembered: a key set once
+ * more (a repeated field, joined) is looked up, a new one just set. */
+#define SET_KEYS_MAX 32
 
 static VALUE cHttpParser, eHttpParserError;
 
@@ -19,6 +22,10 @@ typedef struct {
   VALUE out;      /* String receiving chunked body data */
   VALUE deferred; /* fields whose names hold '_' (see on_headers_complete) */
   int queue_stamp; /* the head has X-Request-Start or X-Queue-Start */
+  VALUE method;   /* the request's REQUEST_METHOD and PATH_INFO, as set */
+  VALUE path;
+  int nset;       /* keys in set_keys */
+  VALUE set_keys[SET_KEYS_MAX]; /* compared, never used: not marked */
 } parser_wrap;
 
 static void wrap_mark(void *ptr)
@@ -27,6 +34,8 @@ static void wrap_mark(void *ptr)
   rb_gc_mark(w->env);
   rb_gc_mark(w->out);
   rb_gc_mark(w->deferred);
+  rb_gc_mark(w->method);
+  rb_gc_mark(w->path);
 }
 
 static size_t wrap_size(const void *ptr) { return sizeof(parser_wrap); }
@@ -40,6 +49,30 @@ static const rb_data_type_t parser_type = {
 static parser_wrap *get_wrap(VALUE self)
 {
   return rb_check_typeddata(self, &parser_type);
+}
+
+/* Between requests: nothing of the last one is kept. */
+static void forget_request(parser_wrap *w)
+{
+  w->env = Qnil;
+  w->out = Qnil;
+  w->deferred = Qnil;
+  w->method = Qnil;
+  w->path = Qnil;
+  w->queue_stamp = 0;
+  w->nset = 0;
+}
+
+/* 1 when this request's fields set key before (or too many keys were set
+ * to tell): its value is joined to what is there. */
+static int set_before(parser_wrap *w, VALUE key)
+{
+  int i;
+  for (i = 0; i < w->nset; i++)
+    if (w->set_keys[i] == key) return 1;
+  if (w->nset == SET_KEYS_MAX) return 1;
+  w->set_keys[w->nset++] = key;
+  return 0;
 }
 
 static VALUE str_span(nw_span s) { return rb_str_new(s.ptr, (long)s.len); }
@@ -61,7 +94,8 @@ static int on_request_line(void *data, const nw_request_line *rl)
   parser_wrap *w = data;
   VALUE env = w->env, path;
 
-  rb_hash_aset(env, nw_key_REQUEST_METHOD, nw_fstring(rl->method.ptr, (long)rl->method.len));
+  w->method = nw_fstring(rl->method.ptr, (long)rl->method.len);
+  rb_hash_aset(env, nw_key_REQUEST_METHOD, w->method);
   rb_hash_aset(env, nw_key_REQUEST_URI, str_span(rl->target));
   if (rl->form == NW_FORM_ABSOLUTE && rl->path.len == 0)
     path = rb_str_new("/", 1);
@@ -70,7 +104,8 @@ static int on_request_line(void *data, const nw_request_line *rl)
   else
     path = str_span(rl->path);
   rb_hash_aset(env, nw_key_REQUEST_PATH, path);
-  rb_hash_aset(env, nw_key_PATH_INFO, rb_str_dup(path));
+  w->path = rb_str_dup(path);
+  rb_hash_aset(env, nw_key_PATH_INFO, w->path);
   rb_hash_aset(env, nw_key_QUERY_STRING, str_span(rl->query));
   rb_hash_aset(env, nw_key_SERVER_PROTOCOL, rl->http_minor ? nw_val_HTTP_1_1 : nw_val_HTTP_1_0);
   rb_hash_aset(env, nw_key_HTTP_VERSION, rl->http_minor ? nw_val_HTTP_1_1 : nw_val_HTTP_1_0);
@@ -82,6 +117,7 @@ static int on_request_line(void *data, const nw_request_line *rl)
       https = rl->scheme.len == 5;
       rb_hash_aset(env, nw_key_URL_SCHEME, https ? nw_val_https : nw_val_http);
     }
+    set_before(w, nw_key_HTTP_HOST); /* a Host field is joined to it */
     rb_hash_aset(env, nw_key_HTTP_HOST, rb_str_new(rl->host.ptr, end - rl->host.ptr));
     rb_hash_aset(env, nw_key_SERVER_NAME, str_span(rl->host));
     rb_hash_aset(env, nw_key_SERVER_PORT, port_value(rl->port, https));
@@ -159,7 +195,10 @@ static int on_field(void *data, int id, nw_span name, nw_span value, int trailer
     add_value(w->deferred, key, value, 0);
     return 0;
   }
-  add_value(w->env, key, value, id == NW_FIELD_COOKIE);
+  if (set_before(w, key))
+    add_value(w->env, key, value, id == NW_FIELD_COOKIE);
+  else
+    rb_hash_aset(w->env, key, str_span(value));
   return 0;
 }
 
@@ -195,10 +234,7 @@ static VALUE parser_alloc(VALUE klass)
   parser_wrap *w;
   VALUE obj = TypedData_Make_Struct(klass, parser_wrap, &parser_type, w);
   nw_parser_init(&w->p, &callbacks, w);
-  w->env = Qnil;
-  w->out = Qnil;
-  w->deferred = Qnil;
-  w->queue_stamp = 0;
+  forget_request(w);
   return obj;
 }
 
@@ -217,19 +253,14 @@ static VALUE parser_reset(VALUE self)
 {
   parser_wrap *w = get_wrap(self);
   nw_parser_reset(&w->p);
-  w->env = Qnil;
-  w->out = Qnil;
-  w->deferred = Qnil;
-  w->queue_stamp = 0;
+  forget_request(w);
   return self;
 }
 
 static void raise_parse_error(parser_wrap *w)
 {
   VALUE exc = rb_exc_new_cstr(eHttpParserError, "malformed or oversized request");
-  w->env = Qnil;
-  w->out = Qnil;
-  w->deferred = Qnil;
+  forget_request(w);
   rb_ivar_set(exc, rb_intern("@status"), INT2FIX(w->p.error));
   rb_exc_raise(exc);
 }
@@ -272,8 +303,7 @@ long nw_http_parser_head(VALUE parser, VALUE env, VALUE buf, long off)
   r = nw_parse_head(&w->p, RSTRING_PTR(buf), (size_t)RSTRING_LEN(buf), (size_t)off);
   RB_GC_GUARD(buf);
   if (r == NW_PARSE_ERROR) {
-    w->env = Qnil;
-    w->deferred = Qnil;
+    forget_request(w);
     return -1;
   }
   return (long)r;
@@ -293,6 +323,12 @@ int nw_http_parser_plain(VALUE parser)
 int nw_http_parser_keepalive(VALUE parser) { return nw_keep_alive(&get_wrap(parser)->p); }
 
 int nw_http_parser_http11(VALUE parser) { return get_wrap(parser)->p.http_minor >= 1; }
+
+/* The REQUEST_METHOD and PATH_INFO the head set (nil before its request
+ * line), without looking them up in the env. */
+VALUE nw_http_parser_method(VALUE parser) { return get_wrap(parser)->method; }
+
+VALUE nw_http_parser_path(VALUE parser) { return get_wrap(parser)->path; }
 
 void nw_http_parser_reset(VALUE parser) { parser_reset(parser); }
 

@@ -43,8 +43,8 @@ typedef struct {
 } request_loop;
 
 static ID id_call, id_start, id_complete, id_flags, id_finish, id_out, id_pending_p, id_keepalive,
-    id_respond_returned, id_send_rest, id_request_started, id_request_finished;
-static VALUE key_hijack_io, key_response_finished, key_after_reply, key_early_hints;
+    id_respond_returned, id_send_rest, id_request_started, id_request_finished, id_iv_hijacked;
+static VALUE key_response_finished, key_after_reply, key_early_hints;
 
 static void loop_mark(void *ptr)
 {
@@ -100,9 +100,8 @@ static VALUE loop_set_on_start(VALUE self, VALUE callable)
 
 static VALUE loop_requests(VALUE self) { return LONG2NUM(get_loop(self)->requests); }
 
-static void slot_started(request_loop *l, VALUE env)
+static void slot_started(request_loop *l, VALUE method, VALUE path)
 {
-  VALUE method = rb_hash_lookup(env, nw_key_REQUEST_METHOD), path = rb_hash_lookup(env, nw_key_PATH_INFO);
   if (!nw_thread_slot_started(l->slot, method, path)) rb_funcall(l->slot, id_request_started, 2, method, path);
 }
 
@@ -161,7 +160,7 @@ static int plain_response(VALUE res, VALUE env, VALUE request)
   if (!FIXNUM_P(RARRAY_AREF(res, 0)) || !RB_TYPE_P(RARRAY_AREF(res, 1), T_HASH)) return 0;
   /* a plain Array: no close, no singleton methods */
   if (!RB_TYPE_P(body, T_ARRAY) || RBASIC_CLASS(body) != rb_cArray) return 0;
-  if (rb_hash_lookup2(env, key_hijack_io, Qundef) != Qundef) return 0;
+  if (RTEST(rb_ivar_get(request, id_iv_hijacked))) return 0;
   if (!empty_list(env, key_response_finished) || !empty_list(env, key_after_reply)) return 0;
   /* 103 Early Hints the socket did not take: the response goes after them */
   if (rb_hash_lookup2(env, key_early_hints, Qundef) != Qundef &&
@@ -181,7 +180,7 @@ static VALUE respond_in_ruby(request_loop *l, VALUE request, VALUE res, VALUE er
  * Qtrue: sent, the connection stays; Qfalse: sent, it closes; else the
  * Responder's outcome for a response it finished (the loop stops).
  */
-static VALUE run_request(request_loop *l, int fd, VALUE request, VALUE env)
+static VALUE run_request(request_loop *l, int fd, VALUE request, VALUE env, VALUE parser)
 {
   struct app_call app = { l->app, env };
   struct head_call head;
@@ -190,7 +189,7 @@ static VALUE run_request(request_loop *l, int fd, VALUE request, VALUE env)
   int state = 0, keepalive;
 
   if (!NIL_P(l->on_start)) rb_funcall(l->on_start, id_call, 0);
-  slot_started(l, env);
+  slot_started(l, nw_http_parser_method(parser), nw_http_parser_path(parser));
   res = rb_protect(call_app, (VALUE)&app, &state);
   if (state) {
     VALUE error = rb_errinfo();
@@ -297,10 +296,10 @@ static VALUE loop_serve(VALUE self, VALUE vfd, VALUE buf, VALUE parser, VALUE re
     requests++;
     keepalive = nw_http_parser_keepalive(parser) && requests < max &&
                 RTEST(rb_struct_getmember(context, id_keepalive));
-    rb_funcall(request, id_complete, 4, Qnil, nw_http_parser_http11(parser) ? Qtrue : Qfalse,
-               keepalive ? Qtrue : Qfalse, Qfalse);
+    rb_funcall(request, id_complete, 5, Qnil, nw_http_parser_http11(parser) ? Qtrue : Qfalse,
+               keepalive ? Qtrue : Qfalse, Qfalse, nw_http_parser_method(parser));
     l->requests = requests; /* if the app unwinds the loop */
-    result = run_request(l, fd, request, env);
+    result = run_request(l, fd, request, env, parser);
     if (result != Qtrue && result != Qfalse) break; /* the Responder's: Connection finishes it */
     rb_funcall(request, id_finish, 0);
     nw_http_parser_reset(parser);
@@ -335,7 +334,7 @@ void nw_init_request_loop(void)
   id_send_rest = rb_intern("send_rest");
   id_request_started = rb_intern("request_started");
   id_request_finished = rb_intern("request_finished");
-  key_hijack_io = nw_keep_fstring("rack.hijack_io");
+  id_iv_hijacked = rb_intern("@hijacked");
   key_response_finished = nw_keep_fstring("rack.response_finished");
   key_after_reply = nw_keep_fstring("rack.after_reply");
   key_early_hints = nw_keep_fstring("rack.early_hints");

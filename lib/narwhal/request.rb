@@ -62,10 +62,11 @@ module Narwhal
 
     # The request is complete: input is its body (nil without one);
     # queue_stamp: its head has a proxy's X-Request-Start (or
-    # X-Queue-Start), which only then is looked for (QueueTime).
-    def complete(input, http11, keepalive, queue_stamp = false)
+    # X-Queue-Start), which only then is looked for (QueueTime); method:
+    # its REQUEST_METHOD, when the caller has it at hand.
+    def complete(input, http11, keepalive, queue_stamp = false, method = @env[REQUEST_METHOD])
       @env[RACK_INPUT] = input.to_io if input
-      @request_method = method = @env[REQUEST_METHOD]
+      @request_method = method
       @queue_stamp = queue_stamp
       flags = http11 ? HTTP11 : 0
       flags |= KEEPALIVE if keepalive
