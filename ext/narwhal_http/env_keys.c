@@ -60,41 +60,6 @@ VALUE nw_keep_fstring(const char *s)
   return v;
 }
 
-/* Ruby 3.2 names it rb_hash_new_capa; 3.1 exports it without a prototype. */
-#if defined(HAVE_RB_HASH_NEW_CAPA)
-#define hash_with_room(n) rb_hash_new_capa(n)
-#elif defined(HAVE_RB_HASH_NEW_WITH_SIZE)
-VALUE rb_hash_new_with_size(st_index_t size);
-#define hash_with_room(n) rb_hash_new_with_size(n)
-#else
-#define hash_with_room(n) rb_hash_new()
-#endif
-
-/* Room for the entries of a typical request's env: the listener's
- * defaults, the connection's, the request line's and a browser's fields. */
-#define ENV_ROOM 64
-
-static int copy_entry(VALUE key, VALUE value, VALUE into)
-{
-  rb_hash_aset(into, key, value);
-  return ST_CONTINUE;
-}
-
-/*
- * Narwhal.env_template(hash) -> Hash
- *
- * A copy of hash with room for ENV_ROOM entries. An env is a copy (dup)
- * of its listener's template, and a copy keeps the room: an env that grows
- * past its room is rebuilt, in every request.
- */
-static VALUE nw_env_template(VALUE self, VALUE hash)
-{
-  VALUE copy = hash_with_room(ENV_ROOM);
-  Check_Type(hash, T_HASH);
-  rb_hash_foreach(hash, copy_entry, copy);
-  return copy;
-}
-
 void nw_init_env_keys(void)
 {
   long i;
@@ -102,7 +67,6 @@ void nw_init_env_keys(void)
     fstring_cache[i].str = Qfalse;
     rb_gc_register_address(&fstring_cache[i].str);
   }
-  rb_define_module_function(nw_mNarwhal, "env_template", nw_env_template, 1);
   nw_key_REQUEST_METHOD = nw_keep_fstring("REQUEST_METHOD");
   nw_key_REQUEST_URI = nw_keep_fstring("REQUEST_URI");
   nw_key_REQUEST_PATH = nw_keep_fstring("REQUEST_PATH");

@@ -11,7 +11,4 @@ $CFLAGS << " -std=gnu99 -Wall -Wextra -Wno-unused-parameter"
 # parser and the response head.
 $CFLAGS << " -fsanitize=address -fno-omit-frame-pointer --param asan-stack=0" if ENV["NARWHAL_ASAN"]
 
-# an env's room (env_keys.c): public from Ruby 3.2, exported before
-have_func("rb_hash_new_capa", "ruby.h") || have_func("rb_hash_new_with_size", "ruby.h")
-
 create_makefile("narwhal_http/narwhal_http")

@@ -47,6 +47,7 @@ long nw_http_parser_head(VALUE parser, VALUE env, VALUE buf, long off);
 int nw_http_parser_plain(VALUE parser);
 int nw_http_parser_keepalive(VALUE parser);
 int nw_http_parser_http11(VALUE parser);
+VALUE nw_http_parser_for(VALUE limits);
 VALUE nw_http_parser_method(VALUE parser);
 VALUE nw_http_parser_path(VALUE parser);
 void nw_http_parser_reset(VALUE parser);

@@ -12,7 +12,7 @@
 #define HTTP_FIELDS_TOO_LARGE 431
 /* Env keys a request's fields set that are remembered: a key set once
  * more (a repeated field, joined) is looked up, a new one just set. */
-#define SET_KEYS_MAX 32
+#define SET_KEYS_MAX 16
 
 static VALUE cHttpParser, eHttpParserError;
 
@@ -323,6 +323,17 @@ int nw_http_parser_plain(VALUE parser)
 int nw_http_parser_keepalive(VALUE parser) { return nw_keep_alive(&get_wrap(parser)->p); }
 
 int nw_http_parser_http11(VALUE parser) { return get_wrap(parser)->p.http_minor >= 1; }
+
+/* A parser configured by limits (a Server::Limits), for the request loop. */
+VALUE nw_http_parser_for(VALUE limits)
+{
+  VALUE parser = rb_class_new_instance(0, NULL, cHttpParser);
+  parser_configure(parser, rb_struct_getmember(limits, rb_intern("max_request_line")),
+                   rb_struct_getmember(limits, rb_intern("max_header_size")),
+                   rb_struct_getmember(limits, rb_intern("max_header_fields")),
+                   rb_struct_getmember(limits, rb_intern("max_body_size")));
+  return parser;
+}
 
 /* The REQUEST_METHOD and PATH_INFO the head set (nil before its request
  * line), without looking them up in the env. */

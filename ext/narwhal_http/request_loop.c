@@ -36,13 +36,14 @@ typedef struct {
   VALUE responder; /* the Responder: what the loop leaves to Ruby */
   VALUE slot;      /* the thread's Scoreboard::ThreadSlot */
   VALUE head;      /* a ResponseHead */
+  VALUE parser;    /* an HttpParser, made by the first #serve */
   VALUE in;        /* the read buffer */
   VALUE out;       /* the response buffer */
   VALUE on_start;  /* called as a request starts (request threads), or nil */
   long requests;   /* requests the connection has had */
 } request_loop;
 
-static ID id_call, id_start, id_complete, id_flags, id_finish, id_out, id_pending_p, id_keepalive,
+static ID id_limits, id_call, id_start, id_complete, id_flags, id_finish, id_out, id_pending_p, id_keepalive,
     id_respond_returned, id_send_rest, id_request_started, id_request_finished, id_iv_hijacked;
 static VALUE key_response_finished, key_after_reply, key_early_hints;
 
@@ -53,6 +54,7 @@ static void loop_mark(void *ptr)
   rb_gc_mark(l->responder);
   rb_gc_mark(l->slot);
   rb_gc_mark(l->head);
+  rb_gc_mark(l->parser);
   rb_gc_mark(l->in);
   rb_gc_mark(l->out);
   rb_gc_mark(l->on_start);
@@ -72,7 +74,7 @@ static VALUE loop_alloc(VALUE klass)
 {
   request_loop *l;
   VALUE obj = TypedData_Make_Struct(klass, request_loop, &loop_type, l);
-  l->app = l->responder = l->slot = l->head = l->in = l->out = l->on_start = Qnil;
+  l->app = l->responder = l->slot = l->head = l->parser = l->in = l->out = l->on_start = Qnil;
   return obj;
 }
 
@@ -240,10 +242,12 @@ static void leave_rest(VALUE buf, VALUE in, long off)
 }
 
 /*
- * serve(fd, buf, parser, request, context, requests, max_requests) -> result
+ * serve(fd, buf, request, context, requests, max_requests) -> result
  *
  * Reads from fd (the connection's socket, nothing of it buffered in buf) and
- * serves each request it reads while they are the common kind. requests:
+ * serves each request it reads while they are the common kind, parsed
+ * with its own parser (configured by context.limits): a connection needs
+ * one of its own only for what Ruby reads. requests:
  * how many the connection had; the Responder's limits (keepalive_requests
  * as max_requests, context.keepalive) decide keep-alive as Connection
  * would. It reads into its own buffer: after it, buf holds only the bytes
@@ -254,15 +258,20 @@ static void leave_rest(VALUE buf, VALUE in, long off)
  * - a Responder outcome (:keep, :close, :hijacked): the Responder finished
  *   the last request; buf holds what came after it.
  */
-static VALUE loop_serve(VALUE self, VALUE vfd, VALUE buf, VALUE parser, VALUE request, VALUE context,
-                        VALUE vrequests, VALUE vmax)
+static VALUE loop_serve(VALUE self, VALUE vfd, VALUE buf, VALUE request, VALUE context, VALUE vrequests,
+                        VALUE vmax)
 {
   request_loop *l = get_loop(self);
+  VALUE parser = NIL_P(l->parser) ? (l->parser = nw_http_parser_for(rb_struct_getmember(context, id_limits)))
+                                  : l->parser;
   int fd = NUM2INT(vfd);
   long requests = NUM2LONG(vrequests), max = NUM2LONG(vmax), off = 0, len = 0, got = READ_SIZE, next;
   VALUE result, in = l->in;
 
   StringValue(buf);
+  /* what an exception that unwound the loop (or a request the Responder
+   * finished) left in it is not this connection's */
+  nw_http_parser_reset(parser);
   for (;;) {
     VALUE env;
     int keepalive;
@@ -318,10 +327,11 @@ void nw_init_request_loop(void)
   rb_define_alloc_func(c, loop_alloc);
   rb_define_method(c, "initialize", loop_initialize, 4);
   rb_define_method(c, "on_start=", loop_set_on_start, 1);
-  rb_define_method(c, "serve", loop_serve, 7);
+  rb_define_method(c, "serve", loop_serve, 6);
   rb_define_method(c, "requests", loop_requests, 0);
   rb_define_const(c, "READ_SIZE", INT2FIX(READ_SIZE));
 
+  id_limits = rb_intern("limits");
   id_call = rb_intern("call");
   id_start = rb_intern("start");
   id_complete = rb_intern("complete");

@@ -71,9 +71,7 @@ module Narwhal
       @keepalive_requests = limits.keepalive_requests
       @header_timeout = limits.client_header_timeout
       @body_timeout = limits.client_body_timeout
-      @parser = HttpParser.new
-      @parser.configure(limits.max_request_line, limits.max_header_size,
-                        limits.max_header_fields, limits.max_body_size)
+      @parser = nil # made when a request is first read here, not by the RequestLoop
       @buf = EMPTY_BUFFER.dup # sized by its first read; String.new(capacity:) would cost a Hash
       @rbuf = nil # second read buffer, only once bytes are left over
       @off = 0
@@ -213,7 +211,7 @@ module Narwhal
     def run_loop(request_loop)
       @state = SERVING # not idle to a graceful stop, nor silent
       before = @requests
-      result = request_loop.serve(@fd, @buf, @parser, @request, @context, before, @keepalive_requests)
+      result = request_loop.serve(@fd, @buf, @request, @context, before, @keepalive_requests)
       @requests = request_loop.requests
       @off = 0 # what the loop left (if anything) is all of @buf
       @state = IDLE
@@ -235,8 +233,15 @@ module Narwhal
       end
     end
 
+    def new_parser
+      limits = @context.limits
+      HttpParser.new.configure(limits.max_request_line, limits.max_header_size,
+                               limits.max_header_fields, limits.max_body_size)
+    end
+
     # Parses what is buffered; hands on each complete request.
     def process
+      @parser ||= new_parser
       while true # rubocop:disable Style/InfiniteLoop
         if @state == IDLE
           @state = HEAD
@@ -338,7 +343,7 @@ module Narwhal
 
     def finish_request
       @request.finish
-      @parser.reset
+      @parser&.reset
       @input&.close
       @input = nil
       @env = nil

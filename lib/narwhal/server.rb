@@ -152,7 +152,7 @@ module Narwhal
     # Each connection accepted on listener gets its reading side and its
     # Request, whose env starts from the listener's defaults.
     def accept_from(listener)
-      template = Narwhal.env_template(base_env.merge(listener.env_defaults)).freeze
+      template = base_env.merge(listener.env_defaults).freeze
       write_timeout = @limits.write_timeout
       budget = @spool_budget
       early_hints = @config[:early_hints]

@@ -75,10 +75,17 @@ class RequestLoopTest < Minitest::Test
     @responder = CountingResponder.new(->(env) { @app.call(env) }, Logger.new(@log), @slot, FakeCounters.new,
                                        access_log: access_log, keep_alive: "keep-alive: timeout=4\r\n")
     dispatcher = Narwhal::Dispatcher::Inline.new(@responder)
-    context = Narwhal::Connection::Context.new(limits, dispatcher, Logger.new(@log), FakeCounters.new, true)
+    @context = Narwhal::Connection::Context.new(limits, dispatcher, Logger.new(@log), FakeCounters.new, true)
     out = (access_log ? Narwhal::CountingSocketWriter : Narwhal::SocketWriter).new(@server, 5, budget)
     @request = Narwhal::Request.new(TEMPLATE, out, "10.0.0.1")
-    Narwhal::Connection.new(@server, @request, context)
+    Narwhal::Connection.new(@server, @request, @context)
+  end
+
+  # A new client of the same server (and thread) as the last #connection.
+  def next_connection
+    @server, @client = UNIXSocket.pair
+    @request = Narwhal::Request.new(TEMPLATE, Narwhal::SocketWriter.new(@server, 5), "10.0.0.2")
+    Narwhal::Connection.new(@server, @request, @context)
   end
 
   def send_bytes(conn, bytes)
@@ -174,6 +181,24 @@ class RequestLoopTest < Minitest::Test
     @client.write(GET)
     assert_raises(Interrupt) { conn.on_readable }
     assert_equal :finished, @slot.marks.last
+  end
+
+  # One parser serves every connection of the loop's thread: what a
+  # request cut short by an unwinding exception left in it is not the next
+  # connection's.
+  def test_after_an_exception_unwound_the_loop_the_next_connection_is_parsed_afresh
+    calls = 0
+    @app = lambda do |env|
+      raise Interrupt if (calls += 1) == 1
+
+      [200, { "content-length" => env["PATH_INFO"].bytesize.to_s }, [env["PATH_INFO"]]]
+    end
+    conn = connection
+    @client.write("GET /first HTTP/1.1\r\nHost: x\r\nX-A: 1\r\n\r\n")
+    assert_raises(Interrupt) { conn.on_readable }
+    conn = next_connection
+    assert_equal :keep, send_bytes(conn, "GET /second HTTP/1.1\r\nHost: y\r\n\r\n")
+    assert_match(%r{\AHTTP/1.1 200 OK\r\n.*\r\n\r\n/second\z}m, responses)
   end
 
   def test_a_body_that_is_not_a_plain_array_is_written_by_ruby_and_closed
