@@ -5,7 +5,8 @@ module Narwhal
     # When and what a reactor accepts: its listeners, which are in the
     # epoll set unless something holds them out (the caller, a back-off
     # after accept(2) failed for want of descriptors, the connection limit,
-    # with request threads the AcceptGate, a stop), and the drain of the
+    # with request threads the AcceptGate or a crowd's share taken, a
+    # stop), and the drain of the
     # listen queue on a graceful stop. Any loop thread may call in; the
     # state is changed under one lock, never held while a request runs.
     class Acceptors
@@ -34,6 +35,7 @@ module Narwhal
         @resume_at = nil  # when a back-off pause ends
         @full = false     # max_handlers reached, none idle
         @gate_open = true
+        @crowd_full = false # crowded, and its share of a crowd taken (#let_in)
         @listening = false # listeners are in the epoll set
         @backoff = AcceptBackoff.new(logger)
         @next_admission = 0
@@ -201,6 +203,7 @@ module Narwhal
       def admit(now)
         @next_admission = now + ADMISSION_INTERVAL
         @gate.holding(@reactor.handler_count)
+        crowd_room_again if @crowd_full
         return unless crowded?
 
         @listeners.each { |l| (acceptor = @by_fd[l.io.fileno]) && let_in(acceptor) }
@@ -212,9 +215,36 @@ module Narwhal
 
       # Takes the connections waiting, for the loop to serve: up to
       # CROWD_MAX, with crowded siblings its share (AcceptGate#crowd_room).
+      # With its share taken, its listeners leave the epoll set until a
+      # look (#admit) finds room again: their report, still ready, would
+      # come back at once to a thread that takes nothing (each thread
+      # that came back from a request would spin on it, and never wait
+      # idle: the worker would stay crowded), and meanwhile siblings must
+      # not count this worker's idle threads and leave it the crowd
+      # (AcceptGate#listening).
       def let_in(acceptor)
-        @gate.crowd_room(@reactor.handler_count).clamp(0, CROWD_MAX).times do
+        room = @gate.crowd_room(@reactor.handler_count).clamp(0, CROWD_MAX)
+        return crowd_full if room.zero?
+
+        room.times do
           break unless @listening && can_take? && accept(acceptor, serve: false)
+        end
+      end
+
+      def crowd_full
+        @lock.synchronize do
+          @crowd_full = true
+          update
+        end
+      end
+
+      # No longer crowded, or room again for a share of the crowd.
+      def crowd_room_again
+        return if @reactor.crowded? && @gate.crowd_room(@reactor.handler_count).zero?
+
+        @lock.synchronize do
+          @crowd_full = false
+          update
         end
       end
 
@@ -337,7 +367,7 @@ module Narwhal
       # Under the lock: listeners are in the epoll set unless something
       # holds them out.
       def update
-        listening = !@held && @resume_at.nil? && !@full && @gate_open
+        listening = !@held && @resume_at.nil? && !@full && @gate_open && !@crowd_full
         return if listening == @listening
 
         @listening = listening
