@@ -75,6 +75,16 @@ module Narwhal
       @siblings
     end
 
+    # Nothing can close the gate: no connection claims a thread and no
+    # sibling accepts that could be idler. Asked before each request
+    # without the acceptors' lock (one scoreboard read), so that a worker
+    # on its own (or the only one accepting) pays nothing per request for
+    # the gate. (A busy worker still looks again every RECHECK: a sibling
+    # that accepts again is seen without waiting for a request.)
+    def alone?
+      @fresh.empty? && !(@siblings && @scoreboard.most_free_threads(@nr))
+    end
+
     # A crowd in the listen queue may be let in here at once (Reactor#
     # crowded?): no sibling has a thread waiting to take it instead.
     def crowd_welcome?

@@ -102,6 +102,19 @@ class AcceptGateTest < Minitest::Test
     assert @gate.open?(@now + Narwhal::AcceptGate::PENDING_GRACE + 0.01), "the sibling does not take it: take it"
   end
 
+  # With no claim and no sibling accepting, nothing can close the gate:
+  # the acceptors skip it before each request.
+  def test_with_no_claim_and_no_accepting_sibling_a_worker_is_alone
+    busy(0, 2)
+    assert @gate.alone?
+    assert @gate.open?(@now)
+    @board.worker_slot(1).accepting = 4
+    refute @gate.alone?, "a sibling accepts"
+    @board.worker_slot(1).accepting = 0
+    @gate.accepted(FakeConnection.new(true), @now)
+    refute @gate.alone?, "a connection claims a thread"
+  end
+
   def test_a_sibling_as_idle_or_busier_does_not_defer
     busy(0, 2)
     @board.worker_slot(1).accepting = 4

@@ -303,6 +303,7 @@ class ReactorTest < Minitest::Test
     end
 
     def open?(_now, _starting = 0) = true
+    def alone? = true
     def recheck_in = nil
     def listening(_on); end
     def siblings? = false

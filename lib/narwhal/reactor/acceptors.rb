@@ -114,7 +114,7 @@ module Narwhal
       # so yet), so that a sibling with more idle threads gets the next
       # connection.
       def request_starting
-        check_gate(Clock.now, 1)
+        check_gate(Clock.now, 1) unless @gate_open && @gate.alone?
       end
 
       # At every sweep.
@@ -296,7 +296,7 @@ module Narwhal
 
       # Not once stopped (or draining): the listeners are going, or gone.
       def check_gate(now, starting = 0)
-        return if @held
+        return if @held || (@gate_open && @gate.alone?) # it stays open
 
         @lock.synchronize do
           open = @gate.open?(now, starting)
