@@ -267,13 +267,17 @@ static VALUE poller_modify(VALUE self, VALUE vfd, VALUE vevents)
   return Qnil;
 }
 
-/* #delete(fd): stop watching fd (a no-op if it is already gone) */
+/* #delete(fd): stop watching fd (a no-op if it is already gone, or was
+ * only reserved: a connection answered and closed before it first waited
+ * costs no epoll_ctl) */
 static VALUE poller_delete(VALUE self, VALUE vfd)
 {
   struct nw_poller *p = get_poller(self);
   int fd = NUM2INT(vfd);
   struct epoll_event ev;
+  int added = (fd_state(p, fd)->flags & NW_FD_ADDED) != 0;
   fresh_state(p, fd, 0);
+  if (!added) return Qnil;
   memset(&ev, 0, sizeof(ev));
   if (epoll_ctl(p->epfd, EPOLL_CTL_DEL, fd, &ev) < 0 && errno != ENOENT && errno != EBADF)
     rb_sys_fail("epoll_ctl(DEL)");

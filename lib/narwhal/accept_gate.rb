@@ -71,8 +71,10 @@ module Narwhal
       !defer?(free, now)
     end
 
+    # Another worker serves now (the scoreboard has a slot for every
+    # worker there may be: a worker on its own has none).
     def siblings?
-      @siblings
+      @siblings && @scoreboard.siblings_listening?(@nr)
     end
 
     # Nothing can close the gate: no connection claims a thread and no

@@ -146,7 +146,12 @@ class AcceptGateTest < Minitest::Test
     refute @gate.open?(@now, 1)
   end
 
-  def test_siblings_are_known_from_the_scoreboard
+  # The master's scoreboard has a slot for every worker there may be:
+  # siblings are the workers that serve now.
+  def test_siblings_are_the_other_workers_that_serve
+    refute @gate.siblings?, "no other worker serves"
+    @board.reset(1, Process.pid)
+    @board.worker_slot(1).serving = true
     assert @gate.siblings?
     refute Narwhal::AcceptGate.new(2, Narwhal::Scoreboard.new(1, threads: 2), 0, [@listener]).siblings?
   end
