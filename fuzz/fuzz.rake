@@ -323,11 +323,11 @@ module NarwhalFuzz
   end
 end
 
-desc "Run the unit tests of the extension's parts (parser, response head and writer, request loop, scoreboard, " \
-     "poller, sendfile, free space, access log lines) on an AddressSanitizer build of it"
+desc "Run the unit tests of the extension's parts (parser, response head and writer, request loop and its " \
+     "accept, peer address, scoreboard, poller, sendfile, free space, access log lines) on an AddressSanitizer build"
 task :asan do
-  NarwhalFuzz.asan_tests("asan", %w[http_parser response_head request_loop scoreboard poller sendfile spool_budget
-                                    access_log response_writer])
+  NarwhalFuzz.asan_tests("asan", %w[http_parser response_head request_loop connection/factory listener scoreboard
+                                    poller sendfile spool_budget access_log response_writer])
 end
 
 namespace :fuzz do

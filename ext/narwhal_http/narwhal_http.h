@@ -4,6 +4,7 @@
 
 #include <ruby.h>
 #include <ruby/encoding.h>
+#include <sys/socket.h>
 
 extern VALUE nw_mNarwhal;
 
@@ -24,6 +25,7 @@ void nw_init_response(void);
 void nw_init_sendfile(void);
 void nw_init_free_space(void);
 void nw_init_peer_address(void);
+VALUE nw_sockaddr_text(const struct sockaddr_storage *ss, socklen_t len);
 void nw_init_scoreboard(void);
 void nw_init_poller(void);
 void nw_init_access_log(void);

@@ -22,9 +22,10 @@
  * closed after its first) has none: no READ_SIZE of memory per idle
  * connection, and none allocated and freed per new one.
  */
+#include "narwhal_http.h" /* first: ruby.h sets _GNU_SOURCE (accept4) */
 #include <errno.h>
 #include <sys/socket.h>
-#include "narwhal_http.h"
+#include <unistd.h>
 
 /* Bytes asked of the socket per read (Connection::READ_SIZE is this). */
 #define READ_SIZE (16 * 1024)
@@ -44,7 +45,8 @@ typedef struct {
 } request_loop;
 
 static ID id_limits, id_call, id_start, id_complete, id_flags, id_finish, id_out, id_pending_p, id_keepalive,
-    id_respond_returned, id_send_rest, id_request_started, id_request_finished, id_iv_hijacked;
+    id_respond_returned, id_send_rest, id_request_started, id_request_finished, id_iv_hijacked, id_iv_io,
+    id_attach, id_remote_addr_set;
 static VALUE key_response_finished, key_after_reply, key_early_hints;
 
 static void loop_mark(void *ptr)
@@ -242,33 +244,18 @@ static void leave_rest(VALUE buf, VALUE in, long off)
 }
 
 /*
- * serve(fd, buf, request, context, requests, max_requests) -> result
- *
- * Reads from fd (the connection's socket, nothing of it buffered in buf) and
- * serves each request it reads while they are the common kind, parsed
- * with its own parser (configured by context.limits): a connection needs
- * one of its own only for what Ruby reads. requests:
- * how many the connection had; the Responder's limits (keepalive_requests
- * as max_requests, context.keepalive) decide keep-alive as Connection
- * would. It reads into its own buffer: after it, buf holds only the bytes
- * it left (or nothing), and #requests is the new count. The result:
- * - true: nothing left to read or serve, the connection stays (idle);
- * - false: it closes (the client did, or the response said so);
- * - nil: buf holds bytes the loop did not serve (Ruby parses them);
- * - a Responder outcome (:keep, :close, :hijacked): the Responder finished
- *   the last request; buf holds what came after it.
+ * Reads from fd and serves each request it reads while they are the
+ * common kind, starting from l->requests (the connection's count so far;
+ * it is the new count after). *off: where the bytes of l->in that it did
+ * not serve begin (l->in's length: none). The result is #serve's.
  */
-static VALUE loop_serve(VALUE self, VALUE vfd, VALUE buf, VALUE request, VALUE context, VALUE vrequests,
-                        VALUE vmax)
+static VALUE serve_fd(request_loop *l, int fd, VALUE request, VALUE context, long max, long *off_out)
 {
-  request_loop *l = get_loop(self);
   VALUE parser = NIL_P(l->parser) ? (l->parser = nw_http_parser_for(rb_struct_getmember(context, id_limits)))
                                   : l->parser;
-  int fd = NUM2INT(vfd);
-  long requests = NUM2LONG(vrequests), max = NUM2LONG(vmax), off = 0, len = 0, got = READ_SIZE, next;
+  long off = 0, len = 0, got = READ_SIZE, next;
   VALUE result, in = l->in;
 
-  StringValue(buf);
   /* what an exception that unwound the loop (or a request the Responder
    * finished) left in it is not this connection's */
   nw_http_parser_reset(parser);
@@ -302,12 +289,11 @@ static VALUE loop_serve(VALUE self, VALUE vfd, VALUE buf, VALUE request, VALUE c
       break;
     }
     off = next;
-    requests++;
-    keepalive = nw_http_parser_keepalive(parser) && requests < max &&
+    l->requests++; /* kept if the app unwinds the loop */
+    keepalive = nw_http_parser_keepalive(parser) && l->requests < max &&
                 RTEST(rb_struct_getmember(context, id_keepalive));
     rb_funcall(request, id_complete, 5, Qnil, nw_http_parser_http11(parser) ? Qtrue : Qfalse,
                keepalive ? Qtrue : Qfalse, Qfalse, nw_http_parser_method(parser));
-    l->requests = requests; /* if the app unwinds the loop */
     result = run_request(l, fd, request, env, parser);
     if (result != Qtrue && result != Qfalse) break; /* the Responder's: Connection finishes it */
     rb_funcall(request, id_finish, 0);
@@ -315,10 +301,112 @@ static VALUE loop_serve(VALUE self, VALUE vfd, VALUE buf, VALUE request, VALUE c
     if (result == Qfalse) break;
   }
   /* a connection that closes keeps nothing */
-  leave_rest(buf, in, result == Qfalse ? RSTRING_LEN(in) : off);
-  RB_GC_GUARD(buf);
-  l->requests = requests;
+  *off_out = result == Qfalse ? RSTRING_LEN(in) : off;
   return result;
+}
+
+/*
+ * serve(fd, buf, request, context, requests, max_requests) -> result
+ *
+ * Reads from fd (the connection's socket, nothing of it buffered in buf) and
+ * serves each request it reads while they are the common kind, parsed
+ * with its own parser (configured by context.limits): a connection needs
+ * one of its own only for what Ruby reads. requests:
+ * how many the connection had; the Responder's limits (keepalive_requests
+ * as max_requests, context.keepalive) decide keep-alive as Connection
+ * would. It reads into its own buffer: after it, buf holds only the bytes
+ * it left (or nothing), and #requests is the new count. The result:
+ * - true: nothing left to read or serve, the connection stays (idle);
+ * - false: it closes (the client did, or the response said so);
+ * - nil: buf holds bytes the loop did not serve (Ruby parses them);
+ * - a Responder outcome (:keep, :close, :hijacked): the Responder finished
+ *   the last request; buf holds what came after it.
+ */
+static VALUE loop_serve(VALUE self, VALUE vfd, VALUE buf, VALUE request, VALUE context, VALUE vrequests,
+                        VALUE vmax)
+{
+  request_loop *l = get_loop(self);
+  long off;
+  VALUE result;
+
+  StringValue(buf);
+  l->requests = NUM2LONG(vrequests);
+  result = serve_fd(l, NUM2INT(vfd), request, context, NUM2LONG(vmax), &off);
+  leave_rest(buf, l->in, off);
+  RB_GC_GUARD(buf);
+  return result;
+}
+
+struct first_serve {
+  request_loop *l;
+  int fd;
+  VALUE request, context;
+  long max, off;
+};
+
+static VALUE serve_first(VALUE arg)
+{
+  struct first_serve *f = (struct first_serve *)arg;
+  return serve_fd(f->l, f->fd, f->request, f->context, f->max, &f->off);
+}
+
+/* Ruby made an IO of the socket (the Responder wrote, the app hijacked):
+ * from then on the socket is that IO's to close. */
+static int socket_in_ruby(VALUE writer) { return !NIL_P(rb_ivar_get(writer, id_iv_io)); }
+
+/*
+ * accept_serve(listener_fd, request, context, max_requests)
+ *   -> nil, false or [fd, result, rest]
+ *
+ * Accepts a connection from the listener and serves its first requests
+ * (#serve) with request, whose SocketWriter has no socket yet: it is
+ * given the descriptor (#attach) and makes a Ruby IO of it only if Ruby
+ * writes to it. So a connection whose requests all go this way, and that
+ * closes after them (HTTP/1.0, Connection: close), costs no Ruby object of
+ * its own: it is closed here, and request serves the next one.
+ * - nil: none was waiting;
+ * - false: served and closed; request is free again;
+ * - [fd, result, rest]: the connection stays, or Ruby finishes it
+ *   (result as #serve's; rest: the bytes read and not served, or nil).
+ *   It and request are the caller's (a Connection).
+ * accept(2) errors are raised (Errno::ECONNABORTED, EMFILE, ...).
+ */
+static VALUE loop_accept_serve(VALUE self, VALUE vlistener, VALUE request, VALUE context, VALUE vmax)
+{
+  struct first_serve f;
+  struct sockaddr_storage peer;
+  socklen_t peer_len = sizeof(peer);
+  VALUE writer, addr, result, rest = Qnil;
+  int state = 0;
+
+  f.l = get_loop(self);
+  do {
+    f.fd = accept4(NUM2INT(vlistener), (struct sockaddr *)&peer, &peer_len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  } while (f.fd < 0 && errno == EINTR);
+  if (f.fd < 0) {
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return Qnil;
+    rb_syserr_fail(errno, "accept(2)");
+  }
+  f.request = request;
+  f.context = context;
+  f.max = NUM2LONG(vmax);
+  f.off = 0;
+  f.l->requests = 0;
+  writer = rb_funcall(request, id_out, 0);
+  rb_funcall(writer, id_attach, 1, INT2FIX(f.fd));
+  addr = nw_sockaddr_text(&peer, peer_len); /* nil: a Unix socket's, the request has it */
+  if (!NIL_P(addr)) rb_funcall(request, id_remote_addr_set, 1, addr);
+  result = rb_protect(serve_first, (VALUE)&f, &state);
+  if (state) {
+    if (!socket_in_ruby(writer)) close(f.fd);
+    rb_jump_tag(state);
+  }
+  if (result == Qfalse && !socket_in_ruby(writer)) {
+    close(f.fd);
+    return Qfalse;
+  }
+  if (f.off < RSTRING_LEN(f.l->in)) rest = rb_str_new(RSTRING_PTR(f.l->in) + f.off, RSTRING_LEN(f.l->in) - f.off);
+  return rb_ary_new_from_args(3, INT2FIX(f.fd), result, rest);
 }
 
 void nw_init_request_loop(void)
@@ -328,6 +416,7 @@ void nw_init_request_loop(void)
   rb_define_method(c, "initialize", loop_initialize, 4);
   rb_define_method(c, "on_start=", loop_set_on_start, 1);
   rb_define_method(c, "serve", loop_serve, 6);
+  rb_define_method(c, "accept_serve", loop_accept_serve, 4);
   rb_define_method(c, "requests", loop_requests, 0);
   rb_define_const(c, "READ_SIZE", INT2FIX(READ_SIZE));
 
@@ -345,6 +434,9 @@ void nw_init_request_loop(void)
   id_request_started = rb_intern("request_started");
   id_request_finished = rb_intern("request_finished");
   id_iv_hijacked = rb_intern("@hijacked");
+  id_iv_io = rb_intern("@io");
+  id_attach = rb_intern("attach");
+  id_remote_addr_set = rb_intern("remote_addr=");
   key_response_finished = nw_keep_fstring("rack.response_finished");
   key_after_reply = nw_keep_fstring("rack.after_reply");
   key_early_hints = nw_keep_fstring("rack.early_hints");

@@ -24,6 +24,8 @@ module Narwhal
   # progress for the body (client_body_timeout, moved by each read of body
   # bytes), keepalive_timeout between requests.
   class Connection
+    autoload :Factory, "narwhal/connection/factory"
+
     READ_SIZE = RequestLoop::READ_SIZE # the C loop reads as much at a time
     EMPTY_BUFFER = "".b.freeze
     # After an error response we read and drop what the client still sends,
@@ -133,6 +135,15 @@ module Narwhal
       CLOSE
     end
 
+    # The RequestLoop accepted it and served its first requests (#accept_serve:
+    # result, how many, and rest, the bytes read and not served, or nil):
+    # what now becomes of it.
+    def served_first(result, requests, rest)
+      @buf = rest if rest
+      # nil: read on (as #on_readable would); epoll reports what is there
+      after_loop(result, requests, 0) || KEEP
+    end
+
     # No request has been complete on it yet: a new connection whose first
     # request has not arrived (AcceptGate counts it as claiming a thread).
     def awaiting_first_request?
@@ -212,7 +223,13 @@ module Narwhal
       @state = SERVING # not idle to a graceful stop, nor silent
       before = @requests
       result = request_loop.serve(@fd, @buf, @request, @context, before, @keepalive_requests)
-      @requests = request_loop.requests
+      after_loop(result, request_loop.requests, before)
+    end
+
+    # What the RequestLoop's #serve (or #accept_serve) returned, as an
+    # action; nil: Ruby parsed what the loop left and waits for more.
+    def after_loop(result, requests, before)
+      @requests = requests
       @off = 0 # what the loop left (if anything) is all of @buf
       @state = IDLE
       if result == true

@@ -115,6 +115,11 @@ module Narwhal
       UNIX_REMOTE_ADDR
     end
 
+    # What #accept_nonblock returns: the class of this listener's sockets.
+    def socket_class
+      unix? ? UNIXSocket : TCPSocket
+    end
+
     def accept_nonblock
       @io.accept_nonblock(exception: false)
     end

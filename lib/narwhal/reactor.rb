@@ -67,7 +67,7 @@ module Narwhal
       @write_events = @threaded ? Poller::WRITE | Poller::ONESHOT : Poller::WRITE
       @targets = []   # fd => handler or Watcher
       @writing = []   # fd => true while its handler waits to write, nil until in the set
-      @handlers = {}  # handler => fd
+      @handlers = {}.compare_by_identity # handler => fd (identity: no object id to make)
       @acceptors = Acceptors.new(self, @poller, logger, max_handlers, gate)
       @ready = []
       @next_sweep = 0
@@ -85,9 +85,11 @@ module Narwhal
     end
 
     # Accepts from listener (anything with #io and #accept_nonblock); each
-    # accepted socket becomes the handler the block returns for it.
-    def add_listener(listener, &factory)
-      @acceptors.add(listener, factory)
+    # accepted socket becomes the handler that factory (or the block)
+    # returns for it (#call). A Connection::Factory also accepts and serves
+    # itself (#accept_served).
+    def add_listener(listener, factory = nil, &block)
+      @acceptors.add(listener, factory || block)
     end
 
     # Calls the block whenever io is readable: in the loop, or with
@@ -162,9 +164,7 @@ module Narwhal
     # when it is closed already (epoll refused it, or its first request was
     # its last).
     def adopt(handler, fd, serve: true)
-      @targets[fd] = handler
-      @writing[fd] = nil # not in the set yet
-      @handlers[handler] = fd
+      register(handler, fd)
       if !serve
         @poller.add(fd, @handler_events)
         @writing[fd] = false
@@ -178,6 +178,16 @@ module Narwhal
     rescue Errno::ENOMEM, Errno::ENOSPC => e
       refused(handler, fd, e)
       false
+    end
+
+    # A socket the RequestLoop accepted and served its first requests on:
+    # action is what the handler is to do next (KEEP, WRITE, CLOSE,
+    # RELEASE). False when it is closed already.
+    def adopt_served(handler, fd, action)
+      register(handler, fd)
+      @poller.reserve(fd) if @threaded
+      apply(handler, fd, action)
+      @handlers.key?(handler)
     end
 
     def handler_count
@@ -285,6 +295,12 @@ module Narwhal
         handler.close unless action == RELEASE
         @acceptors.room_again
       end
+    end
+
+    def register(handler, fd)
+      @targets[fd] = handler
+      @writing[fd] = nil # not in the set yet
+      @handlers[handler] = fd
     end
 
     # What fd is watched for next: writable (#on_writable) or readable.

@@ -4,7 +4,9 @@ module Narwhal
   # What passes from the reading side (Connection) to the responder: the
   # Rack env of a complete request, how it may be answered (flags), and the
   # connection's writer. One per connection, reused for every request on it,
-  # so that a request costs no object of its own.
+  # so that a request costs no object of its own; the RequestLoop's spare
+  # one (Connection::Factory) serves new connections one after another
+  # until one of them stays and keeps it.
   #
   # It also holds what the app may reach through env for the whole
   # connection: rack.hijack, rack.early_hints and the lists behind
@@ -53,6 +55,12 @@ module Narwhal
       @hijacked = false
       @request_method = nil
       @queue_stamp = false
+    end
+
+    # The client's address, for a Request that serves one connection after
+    # another (the RequestLoop's, until a connection keeps it).
+    def remote_addr=(addr)
+      @template[REMOTE_ADDR] = addr
     end
 
     # A new request starts: the parser fills the env returned.

@@ -153,17 +153,10 @@ module Narwhal
     # Request, whose env starts from the listener's defaults.
     def accept_from(listener)
       template = base_env.merge(listener.env_defaults).freeze
-      write_timeout = @limits.write_timeout
-      budget = @spool_budget
-      early_hints = @config[:early_hints]
-      request_class = threaded? ? ThreadedRequest : Request
-      writer_class = @access_log ? CountingSocketWriter : SocketWriter
-      @reactor.add_listener(listener) do |sock|
-        @counters.count(Scoreboard::CONNECTIONS_ACCEPTED)
-        out = writer_class.new(sock, write_timeout, budget)
-        request = request_class.new(template, out, listener.remote_addr(sock), early_hints, @context)
-        Connection.new(sock, request, @context)
-      end
+      factory = Connection::Factory.new(listener, template, @context, @counters,
+                                        budget: @spool_budget, early_hints: @config[:early_hints],
+                                        threaded: threaded?, counting: !@access_log.nil?)
+      @reactor.add_listener(listener, factory)
     end
 
     def base_env

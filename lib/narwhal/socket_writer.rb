@@ -26,20 +26,34 @@ module Narwhal
     # Read size where sendfile(2) is not available.
     FILE_READ_SIZE = 64 * 1024
 
-    attr_reader :io
-
-    # budget: the worker's SpoolBudget; nil never spools.
-    def initialize(io, timeout, budget = nil)
+    # budget: the worker's SpoolBudget; nil never spools. io: nil for a
+    # writer the RequestLoop gives a descriptor (#attach), whose IO, of
+    # io_class, is made when Ruby first writes to it.
+    def initialize(io, timeout, budget = nil, io_class = nil)
       @io = io
       @timeout = timeout
       @budget = budget
+      @io_class = io_class
+      @fd = nil
       @spool = nil # made on the first write the socket does not take whole
+    end
+
+    # The RequestLoop accepted fd for this writer: a connection that it
+    # serves and closes itself never has an IO object. A writer is given
+    # another descriptor only while it has no IO (the loop closed the last).
+    def attach(fd)
+      @fd = fd
+    end
+
+    # The socket; made from the attached descriptor at the first call.
+    def io
+      @io || (@io = @io_class.for_fd(@fd))
     end
 
     def write(str)
       return write_behind_spool(str) if @spool && !@spool.empty?
 
-      n = @io.write_nonblock(str, exception: false)
+      n = io.write_nonblock(str, exception: false)
       return if n == str.bytesize # the usual case: one syscall, no allocation
 
       n = 0 if n == :wait_writable
@@ -54,9 +68,9 @@ module Narwhal
     # For the server's own short answers on the reactor's thread (error
     # responses, 100 Continue).
     def write_or_spool(str)
-      @spool.flush_nonblock(@io) if @spool && !@spool.empty?
+      @spool.flush_nonblock(io) if @spool && !@spool.empty?
       if !@spool || @spool.empty?
-        n = @io.write_nonblock(str, exception: false)
+        n = io.write_nonblock(str, exception: false)
         return true if n == str.bytesize
 
         str = str.byteslice(n, str.bytesize - n) unless n == :wait_writable
@@ -70,7 +84,7 @@ module Narwhal
     # sent or spooled (fewer when the file is shorter than length).
     def write_file(file, length)
       if @spool && !@spool.empty?
-        @spool.flush_nonblock(@io)
+        @spool.flush_nonblock(io)
         return length if !@spool.empty? && spool_file(file, 0, length)
       end
       wait_for_spool
@@ -92,7 +106,7 @@ module Narwhal
     # Raises ClientGone, or ResponseSpool::ShortFile when a file body ended
     # early (the spool is dropped either way).
     def flush_nonblock
-      @spool.flush_nonblock(@io)
+      @spool.flush_nonblock(io)
     rescue ResponseSpool::ShortFile
       discard_spool
       raise
@@ -126,7 +140,7 @@ module Narwhal
     end
 
     def write_behind_spool(str)
-      @spool.flush_nonblock(@io)
+      @spool.flush_nonblock(io)
       return write(str) if @spool.empty?
 
       spool_or_wait(str)
@@ -151,21 +165,21 @@ module Narwhal
     def wait_for_spool
       return unless @spool
 
-      wait_writable until @spool.flush_nonblock(@io) && @spool.empty?
+      wait_writable until @spool.flush_nonblock(io) && @spool.empty?
     end
 
     def write_waiting(str)
       written = 0
       while written < str.bytesize
         wait_writable
-        n = @io.write_nonblock(written.zero? ? str : str.byteslice(written, str.bytesize - written),
+        n = io.write_nonblock(written.zero? ? str : str.byteslice(written, str.bytesize - written),
                                exception: false)
         written += n unless n == :wait_writable
       end
     end
 
     def sendfile(file, length)
-      out = @io.fileno
+      out = io.fileno
       src = file.fileno
       sent = 0
       while sent < length
@@ -194,7 +208,7 @@ module Narwhal
     end
 
     def wait_writable
-      return if @io.wait_writable(@timeout)
+      return if io.wait_writable(@timeout)
 
       raise WriteTimeout, "client took no data for #{@timeout}s"
     end
@@ -206,7 +220,7 @@ module Narwhal
   class CountingSocketWriter < SocketWriter
     attr_reader :sent
 
-    def initialize(io, timeout, budget = nil)
+    def initialize(io, timeout, budget = nil, io_class = nil)
       super
       @sent = 0
     end

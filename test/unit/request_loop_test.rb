@@ -5,6 +5,8 @@ require "support/fake_counters"
 require "support/request_stream"
 require "socket"
 require "logger"
+require "tmpdir"
+require "fileutils"
 
 # The C request loop behind a Connection, over a socket pair: what the
 # client reads, what the reactor is told, and which requests went back to
@@ -67,6 +69,8 @@ class RequestLoopTest < Minitest::Test
 
   def teardown
     [@server, @client].each { |s| s.close unless s.closed? }
+    @fuzz_listener&.close
+    FileUtils.rm_rf(@fuzz_dir) if @fuzz_dir
   end
 
   def connection(keepalive_requests: 100, access_log: nil, budget: nil)
@@ -293,9 +297,12 @@ class RequestLoopTest < Minitest::Test
       stream = RequestStream.new(random)
       bytes = stream.bytes
       sizes = stream.splits(bytes.bytesize)
-      with_loop = replay(bytes, sizes, loop: true)
       without = replay(bytes, sizes, loop: false)
+      with_loop = replay(bytes, sizes, loop: true)
       assert_equal without, with_loop, "seed #{seed}, stream #{streams}: #{bytes.inspect} in #{sizes.inspect}"
+      accepted = replay(bytes, sizes, loop: :accept)
+      assert_equal without, accepted,
+                   "accepted by the loop: seed #{seed}, stream #{streams}: #{bytes.inspect} in #{sizes.inspect}"
       streams += 1
     end
     puts "request loop: #{streams} streams, seed #{seed}" if deadline
@@ -326,9 +333,9 @@ class RequestLoopTest < Minitest::Test
   end
 
   # What the client read (the date masked), what the app saw, and the
-  # connection's last answer.
+  # connection's last answer. loop: :accept, the connection is accepted by
+  # the loop with the first bytes waiting (Connection::Factory#accept_served).
   def replay(bytes, sizes, loop:)
-    server, client = UNIXSocket.pair
     seen = []
     log = StringIO.new
     klass = loop ? Narwhal::Responder : RubyOnlyResponder
@@ -338,16 +345,24 @@ class RequestLoopTest < Minitest::Test
     context = Narwhal::Connection::Context.new(LIMITS, Narwhal::Dispatcher::Inline.new(responder), Logger.new(log),
                                                FakeCounters.new, true)
     template = TEMPLATE.merge("fuzz.seen" => seen)
-    request = Narwhal::Request.new(template, Narwhal::SocketWriter.new(server, 5), "10.0.0.1")
-    conn = Narwhal::Connection.new(server, request, context)
-    action = nil
-    offset = 0
+    sizes = sizes.dup
+    if loop == :accept
+      client, conn, action = accepted_by_loop(template, context, bytes.byteslice(0, sizes.first))
+      offset = sizes.shift
+    else
+      server, client = UNIXSocket.pair
+      request = Narwhal::Request.new(template, Narwhal::SocketWriter.new(server, 5), Narwhal::Listener::UNIX_REMOTE_ADDR)
+      conn = Narwhal::Connection.new(server, request, context)
+      action = :keep
+      offset = 0
+    end
     sizes.each do |n|
+      break unless action == :keep
+
       client.write(bytes.byteslice(offset, n))
       offset += n
       action = conn.on_readable
       action = conn.on_writable while action == :write
-      break unless action == :keep
     end
     read = +""
     read << client.read_nonblock(65_536) while client.wait_readable(0)&.then { !client.eof? }
@@ -357,6 +372,25 @@ class RequestLoopTest < Minitest::Test
   ensure
     conn&.close
     client&.close
+  end
+
+  # A client connected to a Unix listener, with first waiting, accepted
+  # and served by the loop: the client, its Connection (nil: closed) and
+  # the action after the first bytes.
+  def accepted_by_loop(template, context, first)
+    @fuzz_dir ||= Dir.mktmpdir
+    @fuzz_listener ||= Narwhal::Listener.new(File.join(@fuzz_dir, "fuzz.sock"))
+    factory = Narwhal::Connection::Factory.new(@fuzz_listener, template, context, FakeCounters.new, budget: nil,
+                                               early_hints: false, threaded: false, counting: false)
+    client = UNIXSocket.new(@fuzz_listener.io.path)
+    client.write(first)
+    IO.select([@fuzz_listener.io])
+    got = factory.accept_served
+    return [client, nil, :close] if got == false
+
+    conn, _fd, action = got
+    action = conn.on_writable while action == :write
+    [client, conn, action]
   end
 
   def test_the_client_closing_closes_the_connection

@@ -19,8 +19,9 @@ module Narwhal
       # How often a crowded worker looks at its listen queues (#admit).
       ADMISSION_INTERVAL = 0.001
 
-      # A listener and the block that makes a handler for each accepted socket.
-      Acceptor = Struct.new(:listener, :factory)
+      # A listener and what makes a handler for each accepted socket (#call);
+      # served: it can also accept and serve itself (Connection::Factory#accept_served).
+      Acceptor = Struct.new(:listener, :factory, :served)
 
       def initialize(reactor, poller, logger, max_handlers, gate)
         @reactor = reactor
@@ -44,7 +45,7 @@ module Narwhal
       def add(listener, factory)
         @lock.synchronize do
           fd = listener.io.fileno
-          @by_fd[fd] = Acceptor.new(listener, factory)
+          @by_fd[fd] = Acceptor.new(listener, factory, factory.respond_to?(:accept_served))
           @listeners << listener
           @poller.add(fd, LISTENER_EVENTS) if @listening
         end
@@ -168,15 +169,19 @@ module Narwhal
       # wakes a worker again, so that no worker takes more than it serves.
       # True when a connection was taken (or tried and failed).
       def accept(acceptor, serve: true)
+        # the loop serves a connection's first requests as it accepts it;
+        # not when siblings must first be given the next (#to_the_back)
+        if serve && acceptor.served && !@gate&.siblings?
+          got = accept_served(acceptor)
+          return !got.nil? unless got == Connection::Factory::UNSERVED
+        end
         sock = acceptor.listener.accept_nonblock
         return false if sock == :wait_readable
 
         recovered if @backoff.failing?
         to_the_back if @gate&.siblings?
         handler = make_handler(acceptor, sock) or return true
-        count = @reactor.handler_count
-        count -= 1 if count >= @max_handlers && @reactor.close_oldest_idle
-        hold_if_full if count + 1 >= @max_handlers
+        make_room
         @reactor.adopt(handler, sock.fileno, serve: serve) && serve && accepted(handler)
         true
       rescue Errno::ECONNABORTED, Errno::EPROTO, Errno::EINTR
@@ -186,6 +191,33 @@ module Narwhal
       rescue Errno::EMFILE, Errno::ENFILE, Errno::ENOBUFS, Errno::ENOMEM => e
         back_off(e)
         true
+      end
+
+      # Connection::Factory#accept_served: a connection that stays is
+      # adopted with what its first requests left it to do. Its answer
+      # (nil, false, UNSERVED), or true once one is adopted.
+      def accept_served(acceptor)
+        got = acceptor.factory.accept_served
+        return got unless got.is_a?(Array)
+
+        recovered if @backoff.failing?
+        handler, fd, action = got
+        make_room
+        @reactor.adopt_served(handler, fd, action) && accepted(handler)
+        true
+      rescue StandardError => e
+        raise if e.is_a?(SystemCallError) || e.is_a?(IOError) # accept(2)'s, rescued by #accept
+
+        @logger.error("internal error: #{e.class}: #{e.message}#{ErrorMessage.backtrace(e)}")
+        true
+      end
+
+      # At max_handlers the oldest idle connection makes room; at the
+      # limit accepting waits (#hold_if_full).
+      def make_room
+        count = @reactor.handler_count
+        count -= 1 if count >= @max_handlers && @reactor.close_oldest_idle
+        hold_if_full if count + 1 >= @max_handlers
       end
 
       def make_handler(acceptor, sock)

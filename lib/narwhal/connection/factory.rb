@@ -1,0 +1,81 @@
+# frozen_string_literal: true
+
+module Narwhal
+  class Connection
+    # Makes the connections of one listener. Given a socket accepted in
+    # Ruby, #call makes its Connection, with its Request (the env starts
+    # from the listener's defaults) and SocketWriter.
+    #
+    # #accept_served takes the accept itself, where the thread has a
+    # RequestLoop: the loop accepts the connection and serves its first
+    # requests at once, and a Connection is made only for one that stays
+    # (kept alive, or left to Ruby: a body, a streamed response, a hijack).
+    # A connection that closes after them (HTTP/1.0, Connection: close)
+    # costs no object of its own: it was served with this thread's spare
+    # Request, whose writer was given the descriptor and never needed an
+    # IO, and that Request serves the next connection.
+    class Factory
+      # What #accept_served returns on a thread without a RequestLoop (the
+      # access log, soft_timeout): the caller accepts in Ruby (#call).
+      UNSERVED = :unserved
+
+      # budget: the worker's SpoolBudget (nil: never spool); threaded: request
+      # threads (ThreadedRequest); counting: the access log counts bytes sent.
+      def initialize(listener, template, context, counters, budget:, early_hints:, threaded:, counting:)
+        @listener = listener
+        @template = template
+        @context = context
+        @counters = counters
+        @early_hints = early_hints
+        @request_class = threaded ? ThreadedRequest : Request
+        @writer_class = counting ? CountingSocketWriter : SocketWriter
+        @write_timeout = context.limits.write_timeout
+        @keepalive_requests = context.limits.keepalive_requests
+        @budget = budget
+        @spares = {}.compare_by_identity # RequestLoop => its Request for the next connection
+      end
+
+      def call(sock)
+        @counters.count(Scoreboard::CONNECTIONS_ACCEPTED)
+        out = @writer_class.new(sock, @write_timeout, @budget)
+        request = @request_class.new(@template, out, @listener.remote_addr(sock), @early_hints, @context)
+        Connection.new(sock, request, @context)
+      end
+
+      # nil: no connection was waiting; false: one was served and closed;
+      # [connection, fd, action]: one the reactor now holds, with what to
+      # do with it next (Reactor's KEEP, WRITE, CLOSE, RELEASE); UNSERVED.
+      # Raises what accept(2) raises (IOError once the listener is closed).
+      def accept_served
+        request_loop = @context.dispatcher.request_loop or return UNSERVED
+        request = @spares.delete(request_loop) || spare_request
+        got = request_loop.accept_serve(@listener.io.fileno, request, @context, @keepalive_requests)
+        unless got
+          @spares[request_loop] = request
+          @counters.count(Scoreboard::CONNECTIONS_ACCEPTED) if got == false
+          return got
+        end
+        @counters.count(Scoreboard::CONNECTIONS_ACCEPTED)
+        held(request, request_loop.requests, *got)
+      end
+
+      private
+
+      def held(request, requests, fd, result, rest)
+        connection = Connection.new(request.out.io, request, @context)
+        [connection, fd, connection.served_first(result, requests, rest)]
+      rescue StandardError
+        request.out.io.close # a bug costs this connection, not its descriptor
+        raise
+      end
+
+      # Its writer has no socket until the loop gives it one; its
+      # REMOTE_ADDR is set by the loop for each TCP connection.
+      def spare_request
+        out = @writer_class.new(nil, @write_timeout, @budget, @listener.socket_class)
+        remote_addr = @listener.unix? ? Listener::UNIX_REMOTE_ADDR : nil
+        @request_class.new(@template, out, remote_addr, @early_hints, @context)
+      end
+    end
+  end
+end
