@@ -298,7 +298,8 @@ static VALUE board_most_waiting_threads(VALUE self, VALUE vnr)
 }
 
 /* #siblings_listening?(nr): a worker other than nr serves and has not let
- * go of its listeners (a reconnect may still land in a queue it holds) */
+ * go of its listeners (a reconnect may still land in a queue it holds),
+ * also once its graceful stop began */
 static VALUE board_siblings_listening(VALUE self, VALUE vnr)
 {
   struct nw_scoreboard *b = get_board(self);
@@ -310,7 +311,8 @@ static VALUE board_siblings_listening(VALUE self, VALUE vnr)
   for (nr = 0; nr < span; nr++) {
     struct nw_sb_worker *w = nw_sb_worker_at(b->base, &b->layout, nr);
     if (nr == skip || !__atomic_load_n(&w->pid, __ATOMIC_ACQUIRE)) continue;
-    if (__atomic_load_n(&w->serving, __ATOMIC_ACQUIRE) == NW_SB_SERVING) return Qtrue;
+    int64_t serving = __atomic_load_n(&w->serving, __ATOMIC_ACQUIRE);
+    if (serving == NW_SB_SERVING || serving == NW_SB_STOPPING) return Qtrue;
   }
   return Qfalse;
 }

@@ -101,6 +101,7 @@ struct nw_sb_histogram {
 
 #define NW_SB_SERVING 1
 #define NW_SB_LET_GO 2
+#define NW_SB_STOPPING 3
 
 struct nw_sb_worker {
   int64_t pid;                       /* the process in the slot; 0 = none recorded */
@@ -114,8 +115,10 @@ struct nw_sb_worker {
                                         (its Poller writes it): idle, not just
                                         between two requests */
   int64_t serving;                   /* NW_SB_SERVING once the worker serves (booted),
-                                        NW_SB_LET_GO once a graceful stop let go of
-                                        its listeners; 0 before */
+                                        NW_SB_STOPPING once a graceful stop began (it
+                                        takes no new connection, its listeners are
+                                        open), NW_SB_LET_GO once it let go of them;
+                                        0 before */
   int64_t counters[NW_SB_COUNTERS];  /* indexed by enum nw_sb_counter */
   struct nw_sb_histogram histograms[NW_SB_HISTOGRAMS]; /* by enum nw_sb_histogram_kind */
 };
@@ -252,7 +255,7 @@ static inline int64_t nw_sb_requests(const struct nw_sb_thread *t)
 /* Which siblings a walk over the slots visits. */
 enum nw_sb_siblings {
   NW_SB_ACCEPTING, /* listeners in its epoll set: it takes new connections now */
-  NW_SB_SERVING_ONES /* booted and not stopping, accepting or not */
+  NW_SB_SERVING_ONES /* booted and not stopping, accepting at the moment or not */
 };
 
 /* The next worker from *nr on, other than skip, of the kind asked, or

@@ -261,6 +261,15 @@ static VALUE worker_slot_set_serving(VALUE self, VALUE flag)
   return flag;
 }
 
+/* WorkerSlot#stopping!: a graceful stop began; the worker takes no new
+ * connection, so crowded siblings no longer share a crowd with it
+ * (fewest_connections), but its listeners are still open */
+static VALUE worker_slot_stopping(VALUE self)
+{
+  __atomic_store_n(&worker_slot(self)->slot->serving, NW_SB_STOPPING, __ATOMIC_RELEASE);
+  return Qnil;
+}
+
 /* WorkerSlot#let_go!: a graceful stop let go of the worker's listeners
  * (it still serves what it took): siblings see it no longer listens */
 static VALUE worker_slot_let_go(VALUE self)
@@ -307,6 +316,7 @@ void nw_init_scoreboard_slots(VALUE cScoreboard)
   rb_define_method(cWorkerSlot, "queued=", worker_slot_set_queued, 1);
   rb_define_method(cWorkerSlot, "connections=", worker_slot_set_connections, 1);
   rb_define_method(cWorkerSlot, "serving=", worker_slot_set_serving, 1);
+  rb_define_method(cWorkerSlot, "stopping!", worker_slot_stopping, 0);
   rb_define_method(cWorkerSlot, "let_go!", worker_slot_let_go, 0);
   rb_define_method(cWorkerSlot, "thread", worker_slot_thread, 1);
 }

@@ -243,6 +243,7 @@ module Narwhal
 
       @stopping = true
       @counters.accepting = false # siblings stop leaving connections to us
+      @counters.stopping! # nor count on us to share a crowd
       @logger.info(message)
       return stop_keeping_alive unless drain && !@listeners.empty?
 

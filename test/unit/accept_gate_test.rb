@@ -40,6 +40,10 @@ class AcceptGateTest < Minitest::Test
     assert_equal 14, @gate.crowd_room(0)
     assert_equal 4, @gate.crowd_room(10), "as many as the sibling: a thread's worth more, then the sibling's turn"
     assert_equal 0, @gate.crowd_room(14), "that many more than the sibling: none"
+    @board.worker_slot(1).stopping!
+    assert_equal Narwhal::Reactor::Acceptors::CROWD_MAX, @gate.crowd_room(14),
+                 "a sibling in graceful stop takes no share: it holds no crowd back"
+    @board.worker_slot(1).serving = true
     @board.worker_slot(0).serving = true
     @gate.holding(7)
     sibling = Narwhal::AcceptGate.new(4, @board, 1, [@listener])

@@ -356,10 +356,27 @@ class ScoreboardTest < Minitest::Test
     Process.wait(pid)
     assert_equal 12, board.fewest_connections(0), "what a forked sibling wrote is seen, accepting or not"
     assert_equal 30, board.fewest_connections(2), "a worker never counts itself"
+    board.worker_slot(2).stopping!
+    assert_equal 30, board.fewest_connections(0), "one whose graceful stop began takes no crowd"
     board.worker_slot(2).let_go!
     assert_equal 30, board.fewest_connections(0), "one that let go of its listeners takes no crowd"
     board.reset(1)
     assert_nil board.fewest_connections(0)
+  end
+
+  # A reconnect may land in the queue of a sibling in graceful stop: its
+  # listeners are open until it lets go of them.
+  def test_a_sibling_listens_until_it_lets_go_stopping_or_not
+    board = Scoreboard.new(2)
+    board.span = 2
+    board.reset(1, 4242)
+    refute board.siblings_listening?(0), "still booting"
+    board.worker_slot(1).serving = true
+    assert board.siblings_listening?(0)
+    board.worker_slot(1).stopping!
+    assert board.siblings_listening?(0), "stopping: its listeners are open still"
+    board.worker_slot(1).let_go!
+    refute board.siblings_listening?(0)
   end
 
   # After a reload lowered `threads`, a worker runs fewer threads than its
