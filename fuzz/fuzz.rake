@@ -47,7 +47,8 @@ module NarwhalFuzz
                corpus: "corpus", log: "run.log", artifacts: ""),
     Target.new(name: "fuzz_reads", sources: PARSER_SOURCES, seeds: "corpus", plans: READ_PLANS, dict: "http.dict",
                corpus: "corpus_reads", log: "reads.log", artifacts: "fuzz_reads-"),
-    Target.new(name: "fuzz_response", sources: [File.join(EXT, "response.c")], cflags: RUBY_CFLAGS, libs: RUBY_LIBS,
+    Target.new(name: "fuzz_response", sources: [File.join(EXT, "response.c"), File.join(EXT, "parser.c")],
+               cflags: RUBY_CFLAGS, libs: RUBY_LIBS,
                sanitizers: "fuzzer,address,undefined", seeds: "corpus_response", dict: "response.dict",
                corpus: "corpus_response", log: "response.log", artifacts: "fuzz_response-",
                options: ["-detect_leaks=0"], env: { "ASAN_OPTIONS" => "detect_leaks=0" })

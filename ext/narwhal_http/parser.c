@@ -25,8 +25,8 @@
 /* Sizes are kept below 2^62 so they fit a Ruby Integer and never wrap. */
 #define MAX_SIZE_VALUE ((uint64_t)1 << 62)
 
-/* token characters (RFC 9110 section 5.6.2) */
-static const unsigned char tchar[256] = {
+/* token characters (RFC 9110 section 5.6.2): also a response's field names */
+const unsigned char nw_tchar[256] = {
   ['!'] = 1, ['#'] = 1, ['$'] = 1, ['%'] = 1, ['&'] = 1, ['\''] = 1,
   ['*'] = 1, ['+'] = 1, ['-'] = 1, ['.'] = 1, ['^'] = 1, ['_'] = 1,
   ['`'] = 1, ['|'] = 1, ['~'] = 1,
@@ -207,7 +207,7 @@ static int parse_request_line(nw_parser *p, const char *s, size_t n)
   int major, minor, st;
 
   memset(&rl, 0, sizeof(rl));
-  while (i < n && tchar[(unsigned char)s[i]]) i++;
+  while (i < n && nw_tchar[(unsigned char)s[i]]) i++;
   if (i == 0 || i >= n || s[i] != ' ') return HTTP_BAD_REQUEST;
   rl.method.ptr = s;
   rl.method.len = i;
@@ -346,7 +346,7 @@ static int parse_field(nw_parser *p, const char *s, size_t n, int trailer)
   int id, st;
   uint64_t len;
 
-  while (i < n && tchar[(unsigned char)s[i]]) i++;
+  while (i < n && nw_tchar[(unsigned char)s[i]]) i++;
   /* i == 0 also catches obs-fold (a line starting with SP or HTAB) */
   if (i == 0 || i >= n || s[i] != ':') return HTTP_BAD_REQUEST;
   name.ptr = s;
@@ -538,7 +538,7 @@ static int parse_chunk_size_line(const char *s, size_t n, uint64_t *size)
     if (j >= n || s[j] != ';') return HTTP_BAD_REQUEST;
     i = skip_ows(s, j + 1, n);
     j = i;
-    while (i < n && tchar[(unsigned char)s[i]]) i++;
+    while (i < n && nw_tchar[(unsigned char)s[i]]) i++;
     if (i == j) return HTTP_BAD_REQUEST;
     j = skip_ows(s, i, n);
     if (j < n && s[j] == '=') {
@@ -547,7 +547,7 @@ static int parse_chunk_size_line(const char *s, size_t n, uint64_t *size)
         if (!(i = quoted_string_end(s, i, n))) return HTTP_BAD_REQUEST;
       } else {
         j = i;
-        while (i < n && tchar[(unsigned char)s[i]]) i++;
+        while (i < n && nw_tchar[(unsigned char)s[i]]) i++;
         if (i == j) return HTTP_BAD_REQUEST;
       }
     }

@@ -15,6 +15,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* token characters (RFC 9110 section 5.6.2), 1 for each: field names, methods */
+extern const unsigned char nw_tchar[256];
+
 #define NW_PARSE_ERROR SIZE_MAX
 
 /* Longest chunk-size line (size, extensions, CRLF) we buffer. */

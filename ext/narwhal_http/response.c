@@ -4,6 +4,7 @@
  * how the body is framed.
  */
 #include "narwhal_http.h"
+#include "parser.h" /* nw_tchar */
 #include <strings.h>
 #include <time.h>
 
@@ -42,13 +43,6 @@ static const rb_data_type_t head_type = {
   "Narwhal::ResponseHead",
   { head_mark, RUBY_TYPED_DEFAULT_FREE, head_size, NULL, {0} },
   0, 0, RUBY_TYPED_FREE_IMMEDIATELY
-};
-
-static const unsigned char tchar[256] = {
-  ['!'] = 1, ['#'] = 1, ['$'] = 1, ['%'] = 1, ['&'] = 1, ['\''] = 1,
-  ['*'] = 1, ['+'] = 1, ['-'] = 1, ['.'] = 1, ['^'] = 1, ['_'] = 1,
-  ['`'] = 1, ['|'] = 1, ['~'] = 1,
-  ['0' ... '9'] = 1, ['A' ... 'Z'] = 1, ['a' ... 'z'] = 1,
 };
 
 static const char *reason_phrase(int code)
@@ -189,7 +183,7 @@ static void check_name(VALUE name)
   const unsigned char *p = (const unsigned char *)RSTRING_PTR(name);
   if (n == 0) rb_raise(eResponseError, "empty response header name");
   for (i = 0; i < n; i++)
-    if (!tchar[p[i]]) rb_raise(eResponseError, "invalid response header name %+"PRIsVALUE, name);
+    if (!nw_tchar[p[i]]) rb_raise(eResponseError, "invalid response header name %+"PRIsVALUE, name);
 }
 
 /*
@@ -368,6 +362,128 @@ static int status_code(VALUE status)
   return code;
 }
 
+/* "HTTP/1.1 200 OK\r\n" */
+static void write_status_line(VALUE buf, int code)
+{
+  const char *reason = reason_phrase(code);
+  char line[16];
+  snprintf(line, sizeof(line), "HTTP/1.1 %03d ", code);
+  rb_str_buf_cat(buf, line, 13);
+  rb_str_buf_cat(buf, reason, (long)strlen(reason));
+  rb_str_buf_cat(buf, "\r\n", 2);
+}
+
+/* The app's fields, checked; its content-length goes if it also framed the
+ * body with transfer-encoding, which wins (RFC 9112 6.2, 6.3). */
+static void write_app_fields(struct head_ctx *c, VALUE headers)
+{
+  rb_hash_foreach(headers, each_header, (VALUE)c);
+  if (!NIL_P(c->h->hijack)) c->pass_connection = 1;
+  if (c->has_te && c->cl_end > c->cl_start) drop_bytes(c->buf, c->cl_start, c->cl_end);
+}
+
+/* Date, unless the app gave one (RFC 9110 6.6.1: an origin server sends it). */
+static void write_date(struct head_ctx *c)
+{
+  if (c->has_date) return;
+  rb_str_buf_cat(c->buf, "date: ", 6);
+  rb_str_buf_cat(c->buf, http_date(), DATE_LEN);
+  rb_str_buf_cat(c->buf, "\r\n", 2);
+}
+
+/*
+ * How a body the app did not frame itself goes: with its length (the
+ * app's content-length, or the sum of an Array body's parts: small ones
+ * then follow the head in buf, *hint kept), chunked to an HTTP/1.1
+ * client, else until the connection closes. *hint is set to nil when the
+ * body does not go into buf.
+ */
+static int length_mode(struct head_ctx *c, int flags, VALUE *hint)
+{
+  head_t *h = c->h;
+  long length = -1;
+  int mode;
+
+  if (RB_TYPE_P(*hint, T_ARRAY)) length = parts_length(*hint);
+  else if (RB_INTEGER_TYPE_P(*hint)) length = NUM2LONG(*hint);
+
+  if (c->app_length >= 0) {
+    mode = (flags & REQ_HEAD) ? MODE_DONE : MODE_LENGTH;
+    if (mode == MODE_LENGTH && RB_TYPE_P(*hint, T_ARRAY) && length == c->app_length && length <= INLINE_BODY_MAX)
+      mode = MODE_DONE;
+    else
+      *hint = Qnil;
+    length = c->app_length;
+  } else if (length > 0 || (length == 0 && !(flags & REQ_HEAD))) {
+    /*
+     * For HEAD an empty body tells nothing of GET's length (Rack::Head
+     * empties every body): announcing 0 could be false, which RFC 9110
+     * 8.6 forbids. A non-empty body is the app's GET body.
+     */
+    rb_str_buf_cat(c->buf, "content-length: ", 16);
+    cat_long(c->buf, length);
+    rb_str_buf_cat(c->buf, "\r\n", 2);
+    if (flags & REQ_HEAD) mode = MODE_DONE;
+    else if (RB_TYPE_P(*hint, T_ARRAY) && length <= INLINE_BODY_MAX) mode = MODE_DONE;
+    else { mode = MODE_LENGTH; *hint = Qnil; }
+  } else if (flags & REQ_HEAD) {
+    mode = MODE_DONE;
+  } else if (flags & REQ_HTTP11) {
+    rb_str_buf_cat(c->buf, "transfer-encoding: chunked\r\n", 28);
+    mode = MODE_CHUNKED;
+  } else {
+    mode = MODE_CLOSE;
+    h->keepalive = 0;
+  }
+  h->content_length = length;
+  return mode;
+}
+
+/* What the caller does with the body after buf is sent (MODE_*). */
+static int body_mode(struct head_ctx *c, int flags, int no_body, VALUE *hint)
+{
+  int mode;
+  if (!NIL_P(c->h->hijack)) {
+    c->h->keepalive = 0;
+    return MODE_HIJACK;
+  }
+  if (no_body) return MODE_DONE;
+  if (!c->has_te) return length_mode(c, flags, hint);
+  mode = (flags & REQ_HEAD) ? MODE_DONE : MODE_RAW;
+  /* no chunked last: the body has no end but the connection's */
+  if (mode == MODE_RAW && !c->te_chunked) c->h->keepalive = 0;
+  return mode;
+}
+
+/* The server's own Connection and Keep-Alive fields (a protocol switch and
+ * a hijack keep the app's, and never keep the connection). */
+static void write_connection(struct head_ctx *c, int mode, int flags)
+{
+  head_t *h = c->h;
+  if (mode != MODE_HIJACK && !c->pass_connection) {
+    if (!h->keepalive) {
+      rb_str_buf_cat(c->buf, "connection: close\r\n", 19);
+    } else {
+      if (!(flags & REQ_HTTP11)) rb_str_buf_cat(c->buf, "connection: keep-alive\r\n", 24);
+      if (!NIL_P(h->keep_alive_line))
+        rb_str_buf_cat(c->buf, RSTRING_PTR(h->keep_alive_line), RSTRING_LEN(h->keep_alive_line));
+    }
+  } else if (c->code == 101 || mode == MODE_HIJACK) {
+    h->keepalive = 0;
+  }
+}
+
+/* A small Array body goes after the head: one write for both. */
+static void append_body(VALUE buf, VALUE parts)
+{
+  long i;
+  for (i = 0; i < RARRAY_LEN(parts); i++) {
+    VALUE part = RARRAY_AREF(parts, i);
+    /* cat, not append: appending would negotiate (and fail on) encodings */
+    rb_str_buf_cat(buf, RSTRING_PTR(part), RSTRING_LEN(part));
+  }
+}
+
 /*
  * write(buf, status, headers, body_hint, request_flags) -> mode
  *
@@ -378,10 +494,7 @@ static VALUE head_write(VALUE self, VALUE buf, VALUE status, VALUE headers, VALU
 {
   head_t *h = rb_check_typeddata(self, &head_type);
   int flags = NUM2INT(vflags), mode, no_body;
-  long length = -1;
   struct head_ctx c;
-  const char *reason;
-  char line[16];
 
   StringValue(buf);
   rb_str_modify(buf);
@@ -400,90 +513,15 @@ static VALUE head_write(VALUE self, VALUE buf, VALUE status, VALUE headers, VALU
   h->content_length = -1;
   h->keepalive = (flags & REQ_KEEPALIVE) != 0;
 
-  reason = reason_phrase(c.code);
-  snprintf(line, sizeof(line), "HTTP/1.1 %03d ", c.code);
-  rb_str_buf_cat(buf, line, 13);
-  rb_str_buf_cat(buf, reason, (long)strlen(reason));
-  rb_str_buf_cat(buf, "\r\n", 2);
-
-  rb_hash_foreach(headers, each_header, (VALUE)&c);
-  if (!NIL_P(h->hijack)) c.pass_connection = 1;
-  if (c.has_te && c.cl_end > c.cl_start) drop_bytes(buf, c.cl_start, c.cl_end);
-
-  if (!c.has_date) {
-    rb_str_buf_cat(buf, "date: ", 6);
-    rb_str_buf_cat(buf, http_date(), DATE_LEN);
-    rb_str_buf_cat(buf, "\r\n", 2);
-  }
+  write_status_line(buf, c.code);
+  write_app_fields(&c, headers);
+  write_date(&c);
   if (c.conn_close) h->keepalive = 0;
-
   no_body = c.code < 200 || c.code == 204 || c.code == 304;
-  if (!NIL_P(h->hijack)) {
-    mode = MODE_HIJACK;
-    h->keepalive = 0;
-  } else if (no_body) {
-    mode = MODE_DONE;
-  } else if (c.has_te) {
-    mode = (flags & REQ_HEAD) ? MODE_DONE : MODE_RAW;
-    /* no chunked last: the body has no end but the connection's */
-    if (mode == MODE_RAW && !c.te_chunked) h->keepalive = 0;
-  } else {
-    if (RB_TYPE_P(hint, T_ARRAY)) length = parts_length(hint);
-    else if (RB_INTEGER_TYPE_P(hint)) length = NUM2LONG(hint);
-
-    if (c.app_length >= 0) {
-      mode = (flags & REQ_HEAD) ? MODE_DONE : MODE_LENGTH;
-      if (mode == MODE_LENGTH && RB_TYPE_P(hint, T_ARRAY) && length == c.app_length &&
-          length <= INLINE_BODY_MAX)
-        mode = MODE_DONE;
-      else
-        hint = Qnil;
-      length = c.app_length;
-    } else if (length > 0 || (length == 0 && !(flags & REQ_HEAD))) {
-      /*
-       * For HEAD an empty body tells nothing of GET's length (Rack::Head
-       * empties every body): announcing 0 could be false, which RFC 9110
-       * 8.6 forbids. A non-empty body is the app's GET body.
-       */
-      rb_str_buf_cat(buf, "content-length: ", 16);
-      cat_long(buf, length);
-      rb_str_buf_cat(buf, "\r\n", 2);
-      if (flags & REQ_HEAD) mode = MODE_DONE;
-      else if (RB_TYPE_P(hint, T_ARRAY) && length <= INLINE_BODY_MAX) mode = MODE_DONE;
-      else { mode = MODE_LENGTH; hint = Qnil; }
-    } else if (flags & REQ_HEAD) {
-      mode = MODE_DONE;
-    } else if (flags & REQ_HTTP11) {
-      rb_str_buf_cat(buf, "transfer-encoding: chunked\r\n", 28);
-      mode = MODE_CHUNKED;
-    } else {
-      mode = MODE_CLOSE;
-      h->keepalive = 0;
-    }
-    h->content_length = length;
-  }
-
-  if (mode != MODE_HIJACK && !c.pass_connection) {
-    if (!h->keepalive) {
-      rb_str_buf_cat(buf, "connection: close\r\n", 19);
-    } else {
-      if (!(flags & REQ_HTTP11)) rb_str_buf_cat(buf, "connection: keep-alive\r\n", 24);
-      if (!NIL_P(h->keep_alive_line))
-        rb_str_buf_cat(buf, RSTRING_PTR(h->keep_alive_line), RSTRING_LEN(h->keep_alive_line));
-    }
-  } else if (c.code == 101 || mode == MODE_HIJACK) {
-    h->keepalive = 0;
-  }
+  mode = body_mode(&c, flags, no_body, &hint);
+  write_connection(&c, mode, flags);
   rb_str_buf_cat(buf, "\r\n", 2);
-
-  if (mode == MODE_DONE && !no_body && !(flags & REQ_HEAD) && RB_TYPE_P(hint, T_ARRAY)) {
-    long i;
-    for (i = 0; i < RARRAY_LEN(hint); i++) {
-      VALUE part = RARRAY_AREF(hint, i);
-      /* cat, not append: appending would negotiate (and fail on) encodings */
-      rb_str_buf_cat(buf, RSTRING_PTR(part), RSTRING_LEN(part));
-    }
-  }
+  if (mode == MODE_DONE && !no_body && !(flags & REQ_HEAD) && RB_TYPE_P(hint, T_ARRAY)) append_body(buf, hint);
   return INT2FIX(mode);
 }
 
