@@ -99,7 +99,8 @@ module Bench
         server = spawn_server(port, out, log, tmp)
         begin
           wait_ready(server, port, log)
-          total = @opts[:to] + @opts[:sample].to_i
+          # every worker must reach the last mark (calls.rb --workers)
+          total = (@opts[:to] * @opts.fetch(:workers, nil).to_i.clamp(1, nil)) + @opts[:sample].to_i
           client = Process.spawn(RbConfig.ruby, __FILE__, "--client", port.to_s, total.to_s, @opts[:request],
                                  chdir: ROOT)
           _, status = Process.wait2(client)

@@ -30,7 +30,10 @@ module Bench
     end
 
     def config_lines(_tmp)
-      @opts[:threads] ? ["threads #{@opts[:threads]}"] : []
+      lines = []
+      lines << "threads #{@opts[:threads]}" if @opts[:threads]
+      lines << "worker_processes #{@opts[:workers]}" if @opts[:workers]
+      lines
     end
 
     def print_report(r)
@@ -38,7 +41,7 @@ module Bench
       methods = r["methods"]
       total = ->(event) { methods.select { |e, _, _| event.nil? || e == event }.sum { |_, _, c| c } / n }
       puts "narwhal, examples/hello.ru, request: #{@opts[:request]}, #{r['ruby']}#{' +YJIT' if r['yjit']}" \
-           "#{", threads #{@opts[:threads]}" if @opts[:threads]}"
+           "#{", threads #{@opts[:threads]}" if @opts[:threads]}#{", workers #{@opts[:workers]}" if @opts[:workers]}"
       puts
       puts format("**%.2f method calls/request**: %.2f Ruby (:call), %.2f C (:c_call); over requests %d..%d",
                   total.call(nil), total.call("call"), total.call("c_call"), @opts[:from], @opts[:to])
@@ -52,7 +55,7 @@ module Bench
   end
 
   def self.calls_options(argv)
-    opts = { from: 1_000, to: 11_000, request: "wrk", methods: 40, ruby_opt: nil, threads: nil }
+    opts = { from: 1_000, to: 11_000, request: "wrk", methods: 40, ruby_opt: nil, threads: nil, workers: nil }
     OptionParser.new do |o|
       o.banner = "Usage: ruby bench/calls.rb [options]"
       o.on("--from N", Integer, "first mark (1000)") { |v| opts[:from] = v }
@@ -61,6 +64,9 @@ module Bench
         opts[:request] = v
       end
       o.on("--threads N", Integer, "narwhal's `threads N` (default: its default)") { |v| opts[:threads] = v }
+      o.on("--workers N", Integer, "worker_processes N (default: 1): counted in the worker that reaches --to first") do |v|
+        opts[:workers] = v
+      end
       o.on("--methods N", Integer, "methods listed (40)") { |v| opts[:methods] = v }
       o.on("--ruby-opt OPTS", "extra RUBYOPT for the server, e.g. --yjit") { |v| opts[:ruby_opt] = v }
     end.parse!(argv)
