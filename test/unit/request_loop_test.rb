@@ -2,6 +2,7 @@
 
 require "test_helper"
 require "support/fake_counters"
+require "support/serving_limits"
 require "support/request_stream"
 require "socket"
 require "logger"
@@ -12,11 +13,8 @@ require "fileutils"
 # client reads, what the reactor is told, and which requests went back to
 # Ruby (Responder#respond) or were finished there (#respond_returned).
 class RequestLoopTest < Minitest::Test
-  LIMITS = Narwhal::Server::Limits.new(body_buffer_size: 1024, max_body_size: 10_000, max_request_line: 1024,
-                                       max_header_size: 4096, max_header_fields: 50, keepalive_timeout: 5,
-                                       keepalive_requests: 100, client_header_timeout: 10,
-                                       client_body_timeout: 3, write_timeout: 5).freeze
-  TEMPLATE = { "rack.input" => Narwhal::NullInput::INSTANCE, "SCRIPT_NAME" => "" }.freeze
+  include ServingLimits
+
   GET = "GET /a?x=1 HTTP/1.1\r\nHost: example.com\r\n\r\n"
 
   # Counts how each request was answered.

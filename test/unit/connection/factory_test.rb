@@ -2,6 +2,7 @@
 
 require "test_helper"
 require "support/fake_counters"
+require "support/serving_limits"
 require "socket"
 require "logger"
 require "tmpdir"
@@ -11,11 +12,8 @@ require "tmpdir"
 # over real listening sockets. What the client reads, what the reactor is
 # told, and which Request served whom.
 class ConnectionFactoryTest < Minitest::Test
-  LIMITS = Narwhal::Server::Limits.new(body_buffer_size: 1024, max_body_size: 10_000, max_request_line: 1024,
-                                       max_header_size: 4096, max_header_fields: 50, keepalive_timeout: 5,
-                                       keepalive_requests: 100, client_header_timeout: 10,
-                                       client_body_timeout: 3, write_timeout: 5).freeze
-  TEMPLATE = { "rack.input" => Narwhal::NullInput::INSTANCE, "SCRIPT_NAME" => "" }.freeze
+  include ServingLimits
+
   CLOSE = "GET /a HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n"
   KEEP = "GET /k HTTP/1.1\r\nHost: h\r\n\r\n"
   DEADLINE = 5
@@ -180,39 +178,37 @@ class ConnectionFactoryTest < Minitest::Test
     assert_match(/hi \/a\z/, read_to_eof(client.tap { conn.close }))
   end
 
-  def test_a_head_that_arrives_in_two_parts_is_finished_in_ruby_when_the_rest_comes
+  # A connection whose first bytes the loop could not serve: accepted,
+  # it waits (KEEP) until the rest comes, then Ruby finishes it.
+  def finished_when_the_rest_comes(first, rest)
     f = factory
-    client = connect("GET /k HTTP/1.1\r\n")
+    client = connect(first)
     conn, _fd, action = f.accept_served
-    assert_equal :keep, action, "waits for the rest of the head"
-    client.write("Host: h\r\n\r\n")
+    assert_equal :keep, action, "waits for the rest"
+    client.write(rest)
     assert conn.request.out.io.wait_readable(DEADLINE)
-    assert_equal :keep, conn.on_readable
+    [client, conn, conn.on_readable]
+  end
+
+  def test_a_head_that_arrives_in_two_parts_is_finished_in_ruby_when_the_rest_comes
+    client, conn, action = finished_when_the_rest_comes("GET /k HTTP/1.1\r\n", "Host: h\r\n\r\n")
+    assert_equal :keep, action
     assert_match(/hi \/k\z/, read_response(client))
     conn.close
   end
 
-  def test_a_body_that_arrives_after_the_head_is_read_when_it_comes
-    f = factory
-    @app = ->(env) { [200, {}, ["got #{env['rack.input'].read}"]] }
-    client = connect("POST /p HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nConnection: close\r\n\r\n")
-    conn, _fd, action = f.accept_served
-    assert_equal :keep, action, "waits for the body"
-    client.write("hello")
-    assert conn.request.out.io.wait_readable(DEADLINE)
-    assert_equal :close, conn.on_readable
-    conn.close
-    assert_match(/\r\n\r\ngot hello\z/, read_to_eof(client))
-  end
+  POST = "POST /p HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nConnection: close\r\n\r\n"
 
-  def test_a_request_with_a_body_is_finished_in_ruby
-    f = factory
+  def test_a_request_with_a_body_is_finished_in_ruby_with_the_body_or_after_it
     @app = ->(env) { [200, {}, ["got #{env['rack.input'].read}"]] }
-    client = connect("POST /p HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello")
+    f = factory
+    with_head = connect("#{POST}hello")
     conn, _fd, action = f.accept_served
+    assert_equal :close, action, "read, run and answered at once"
+    after_head, later, action = finished_when_the_rest_comes(POST, "hello")
     assert_equal :close, action
-    conn.close
-    assert_match(/\r\n\r\ngot hello\z/, read_to_eof(client))
+    [conn, later].each(&:close)
+    [with_head, after_head].each { |client| assert_match(/\r\n\r\ngot hello\z/, read_to_eof(client)) }
   end
 
   def test_pipelined_requests_on_a_new_connection_are_all_answered_in_order
