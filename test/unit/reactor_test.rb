@@ -63,6 +63,30 @@ class ReactorTest < Minitest::Test
     end
   end
 
+  # A Connection::Factory whose loop accepts: its first accept(2) fails
+  # for want of descriptors, then it serves each connection and closes it.
+  class ServingFactory
+    def initialize(server)
+      @server = server
+      @tries = 0
+    end
+
+    def call(_sock)
+      raise "accepted in Ruby"
+    end
+
+    def accept_served
+      raise Errno::EMFILE if (@tries += 1) == 1
+
+      sock = @server.accept_nonblock(exception: false)
+      return nil if sock == :wait_readable
+
+      sock.write("served")
+      sock.close
+      false
+    end
+  end
+
   def setup
     @log = StringIO.new
     @reactor = Narwhal::Reactor.new(Logger.new(@log))
@@ -89,6 +113,17 @@ class ReactorTest < Minitest::Test
     client.write(bytes) if bytes
     @clients << client
     client
+  end
+
+  def test_a_connection_the_loop_served_and_closed_ends_a_back_off
+    @reactor.add_listener(@listener, ServingFactory.new(@server))
+    running do
+      client = connect
+      assert client.wait_readable(5), "served once the back-off is over"
+      assert_equal "served", client.read
+    end
+    assert_match(/accept failed: too many open files/, @log.string)
+    assert_match(/accepting again after [\d.]+s of failed accepts/, @log.string)
   end
 
   # Runs the loop in a thread for the block, then stops it.

@@ -198,9 +198,11 @@ module Narwhal
       # (nil, false, UNSERVED), or true once one is adopted.
       def accept_served(acceptor)
         got = acceptor.factory.accept_served
-        return got unless got.is_a?(Array)
+        return got if got.nil? || got == Connection::Factory::UNSERVED
 
-        recovered if @backoff.failing?
+        recovered if @backoff.failing? # also when the loop closed what it took
+        return true unless got
+
         handler, fd, action = got
         make_room
         @reactor.adopt_served(handler, fd, action) && accepted(handler)
