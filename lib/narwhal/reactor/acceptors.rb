@@ -194,8 +194,9 @@ module Narwhal
       end
 
       # Connection::Factory#accept_served: a connection that stays is
-      # adopted with what its first requests left it to do. Its answer
-      # (nil, false, UNSERVED), or true once one is adopted.
+      # adopted with what its first requests left it to do. True once one
+      # was taken (served and closed, or adopted); else the factory's nil
+      # (none waiting) or UNSERVED.
       def accept_served(acceptor)
         got = acceptor.factory.accept_served
         return got if got.nil? || got == Connection::Factory::UNSERVED
