@@ -70,6 +70,10 @@ class ThreadsTurnsTest < Minitest::Test
         c.close
       end
     end.each(&:join)
-    assert_operator closes.size, :<=, 6, "responses that told the client to reconnect, of 300"
+    # A sibling's thread is sometimes idle for an instant even here (a few
+    # legitimate sheds, up to 8 of 300 seen on a CPU-starved machine);
+    # counting threads between two requests as idle shed systematically
+    # (in bench/'s io, 500-1,100 reconnects in 6 s).
+    assert_operator closes.size, :<=, 15, "responses that told the client to reconnect, of 300"
   end
 end

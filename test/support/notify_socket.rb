@@ -5,7 +5,9 @@ require "socket"
 module Narwhal
   # The test's own NOTIFY_SOCKET: a datagram socket bound in a temporary
   # directory, as systemd's is, that records each message with the pid of
-  # the process that sent it (SO_PASSCRED).
+  # the process that sent it (SO_PASSCRED). A ping's time is when the
+  # kernel received it (SO_TIMESTAMP), not when the test got round to
+  # reading it: pings read together are still as far apart as they came.
   class NotifySocket
     Message = Struct.new(:pid, :text) do
       def fields
@@ -20,10 +22,11 @@ module Narwhal
       @socket = Socket.new(:UNIX, :DGRAM)
       @socket.bind(Socket.sockaddr_un(path))
       @socket.setsockopt(:SOCKET, :PASSCRED, true)
+      @socket.setsockopt(:SOCKET, :TIMESTAMP, true)
       @pings = []
     end
 
-    # WATCHDOG=1 alone, as [pid, monotonic time] in arrival order.
+    # WATCHDOG=1 alone, as [pid, arrival time in seconds] in arrival order.
     def pings
       drain(0)
       @pings
@@ -66,8 +69,9 @@ module Narwhal
 
       text, _addr, _flags, *controls = @socket.recvmsg
       credentials = controls.find { |c| c.cmsg_is?(:SOCKET, :CREDENTIALS) }
+      arrived = controls.find { |c| c.cmsg_is?(:SOCKET, :TIMESTAMP) }
       message = Message.new(credentials&.data&.unpack1("l"), text)
-      @pings << [message.pid, now] if text == "WATCHDOG=1"
+      @pings << [message.pid, arrived ? arrived.timestamp.to_f : Time.now.to_f] if text == "WATCHDOG=1"
       message
     end
 
