@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "socket"
+require "io/nonblock"
 
 module Narwhal
   # One listen socket (TCP or Unix), bound here or inherited from a parent
@@ -140,6 +141,10 @@ module Narwhal
     def adopt(io)
       @options = {}
       @io = io
+      # systemd's sockets come in blocking mode: the request loop's
+      # accept4(2) must never wait (a worker woken with a sibling for one
+      # connection would sit in accept, deaf to its signals)
+      io.nonblock = true
       @kind = io.local_address.afamily == Socket::AF_UNIX ? :unix : :tcp
       @address = describe
     end

@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "test_helper"
+require "io/nonblock"
 
 class ListenerTest < Minitest::Test
   def test_parse_addresses
@@ -232,6 +233,27 @@ class ListenerTest < Minitest::Test
     assert listener.io.close_on_exec?
   ensure
     listener&.io&.close
+  end
+
+  # systemd hands over a socket in blocking mode. The request loop accepts
+  # with accept4(2) on the listener as it is: in blocking mode a worker
+  # woken with a sibling for one connection would wait in accept, deaf to
+  # its signals, until the next one came.
+  def test_inherited_listeners_never_block_an_accept
+    Dir.mktmpdir do |dir|
+      [TCPServer.new("127.0.0.1", 0), UNIXServer.new(File.join(dir, "b.sock"))].each do |io|
+        io.nonblock = false
+        io.autoclose = false # the listener owns the descriptor now: one close, by it
+        listener = Narwhal::Listener.inherit(io.fileno)
+        assert listener.io.nonblock?, "#{listener.address} is non-blocking"
+        pid = fork { exit!(Narwhal::RequestLoop.new(nil, nil, nil, nil).accept_serve(listener.io.fileno, nil, nil, 1).nil?) }
+        deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 5
+        sleep 0.01 until (done = Process.wait(pid, Process::WNOHANG)) || Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+        Process.kill(:KILL, pid) && Process.wait(pid) unless done
+        assert done && $?.success?, "an accept with nothing waiting on #{listener.address} returns at once"
+        listener.io.close
+      end
+    end
   end
 
   def test_expand_addr_canonical_forms
