@@ -340,13 +340,18 @@ static VALUE loop_serve(VALUE self, VALUE vfd, VALUE buf, VALUE request, VALUE c
 struct first_serve {
   request_loop *l;
   int fd;
-  VALUE request, context;
+  VALUE request, context, writer, addr;
   long max, off;
 };
 
+/* The writer gets the descriptor and the request the client's address
+ * (nil: a Unix socket's, which the request has), then the loop serves. */
 static VALUE serve_first(VALUE arg)
 {
   struct first_serve *f = (struct first_serve *)arg;
+  f->writer = rb_funcall(f->request, id_out, 0);
+  rb_funcall(f->writer, id_attach, 1, INT2FIX(f->fd));
+  if (!NIL_P(f->addr)) rb_funcall(f->request, id_remote_addr_set, 1, f->addr);
   return serve_fd(f->l, f->fd, f->request, f->context, f->max, &f->off);
 }
 
@@ -376,7 +381,7 @@ static VALUE loop_accept_serve(VALUE self, VALUE vlistener, VALUE request, VALUE
   struct first_serve f;
   struct sockaddr_storage peer;
   socklen_t peer_len = sizeof(peer);
-  VALUE writer, addr, result, rest = Qnil;
+  VALUE result, rest = Qnil;
   int state = 0;
 
   f.l = get_loop(self);
@@ -389,19 +394,19 @@ static VALUE loop_accept_serve(VALUE self, VALUE vlistener, VALUE request, VALUE
   }
   f.request = request;
   f.context = context;
+  f.writer = Qnil;
+  f.addr = nw_sockaddr_text(&peer, peer_len);
   f.max = NUM2LONG(vmax);
   f.off = 0;
   f.l->requests = 0;
-  writer = rb_funcall(request, id_out, 0);
-  rb_funcall(writer, id_attach, 1, INT2FIX(f.fd));
-  addr = nw_sockaddr_text(&peer, peer_len); /* nil: a Unix socket's, the request has it */
-  if (!NIL_P(addr)) rb_funcall(request, id_remote_addr_set, 1, addr);
+  /* from here on whatever raises closes the descriptor, unless Ruby made
+   * a socket of it, which then owns it */
   result = rb_protect(serve_first, (VALUE)&f, &state);
   if (state) {
-    if (!socket_in_ruby(writer)) close(f.fd);
+    if (NIL_P(f.writer) || !socket_in_ruby(f.writer)) close(f.fd);
     rb_jump_tag(state);
   }
-  if (result == Qfalse && !socket_in_ruby(writer)) {
+  if (result == Qfalse && !socket_in_ruby(f.writer)) {
     close(f.fd);
     return Qfalse;
   }
