@@ -111,9 +111,8 @@ module Narwhal
     def remote_addr(sock)
       return UNIX_REMOTE_ADDR if unix?
 
-      Narwhal.peer_address(sock.fileno) || Socket.unpack_sockaddr_in(sock.getpeername)[1]
-    rescue SystemCallError, ArgumentError
-      UNIX_REMOTE_ADDR
+      # nil: the peer is gone already (getpeername failed)
+      Narwhal.peer_address(sock.fileno) || UNIX_REMOTE_ADDR
     end
 
     # What #accept_nonblock returns: the class of this listener's sockets.
