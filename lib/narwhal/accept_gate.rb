@@ -46,7 +46,7 @@ module Narwhal
       @worker = scoreboard.worker_slot(nr)
       @listeners = listeners
       @siblings = scoreboard.size > 1
-      @listen_queue = ListenQueue.new
+      @listen_queue = System::ListenQueue.new
       @fresh = []          # connections accepted without a request yet
       @fresh_until = []    # and until when each claims a thread
       @busy = false        # some thread busy or claimed: siblings matter

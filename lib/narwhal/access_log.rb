@@ -12,7 +12,7 @@ module Narwhal
   # file opened O_APPEND, which the kernel appends whole.
   #
   # The file is a File in append mode: USR1 reopens it with the other logs
-  # (LogReopener), on the reactor's thread while app threads keep writing
+  # (System::LogReopener), on the reactor's thread while app threads keep writing
   # (reopen dup2s the new file over the same descriptor).
   class AccessLog
     autoload :Format, "narwhal/access_log/format"

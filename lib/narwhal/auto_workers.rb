@@ -14,7 +14,7 @@ module Narwhal
     Choice = Struct.new(:count, :reason)
 
     def self.choose(env = ENV, max: Scoreboard::MAX_SLOTS)
-      new(Cgroup.current(env), max: max).choose
+      new(System::Cgroup.current(env), max: max).choose
     end
 
     def initialize(cgroup, max:)

@@ -135,7 +135,7 @@ module Narwhal
     # Binary, as rack.input must read ASCII-8BIT strings.
     def open_tempfile
       @dir = Dir.tmpdir
-      UnlinkedTempfile.open(@dir, "narwhal-body")
+      System::UnlinkedTempfile.open(@dir, "narwhal-body")
     rescue SystemCallError => e
       raise StorageError.new("opening", @dir, e)
     end

@@ -26,7 +26,7 @@ module Narwhal
     def self.tcp_reason(error, host, port)
       case error
       when Errno::EADDRINUSE
-        owner = SocketOwner.describe(:tcp, port) || "another process (`ss -ltnp 'sport = :#{port}'` names it)"
+        owner = System::SocketOwner.describe(:tcp, port) || "another process (`ss -ltnp 'sport = :#{port}'` names it)"
         "address already in use by #{owner}"
       when Errno::EACCES
         first = first_unprivileged_port
@@ -58,7 +58,7 @@ module Narwhal
       dir = File.dirname(path)
       case error
       when Errno::EADDRINUSE
-        "already in use by #{SocketOwner.describe(:unix, path) || 'another server'}"
+        "already in use by #{System::SocketOwner.describe(:unix, path) || 'another server'}"
       when Errno::ENOENT, Errno::ENOTDIR
         File.directory?(dir) ? ErrorMessage.strerror(error) : "directory #{dir} does not exist"
       when Errno::EACCES then "permission denied: this user (uid #{Process.euid}) cannot create files in #{dir}"

@@ -89,7 +89,7 @@ module Narwhal
     # does not load.
     def start
       Dir.chdir(@config[:working_directory]) if @config[:working_directory]
-      LogReopener.redirect_std(@config)
+      System::LogReopener.redirect_std(@config)
       @app = @app_builder.call if @config[:preload_app]
       reexeced = ENV.key?(ListenerSet::FD_ENV) # read before open removes it
       @listener_set.open(@config[:listeners], default: @config[:default_listen])
@@ -111,7 +111,7 @@ module Narwhal
       end
       @recycler = Recycler.new(@workers, @tally)
       @control = start_control(wait_if_busy: reexeced)
-      @signals = SignalQueue.new
+      @signals = System::SignalQueue.new
       @signals.queue(*QUEUED_SIGNALS)
       @signals.wake_on("CHLD")
       Process.setproctitle("narwhal master")

@@ -11,13 +11,13 @@ module Narwhal
     module_function
 
     # Logs the warning, if any, for this master's RSS.
-    def check(logger, workers, cgroup: Cgroup.current)
-      message = warning(workers, ProcessMemory.rss(Process.pid), cgroup: cgroup)
+    def check(logger, workers, cgroup: System::Cgroup.current)
+      message = warning(workers, System::ProcessMemory.rss(Process.pid), cgroup: cgroup)
       logger.warn(message) if message
     end
 
     # The log line, or nil when the limit leaves room (or there is none).
-    def warning(workers, rss, cgroup: Cgroup.current)
+    def warning(workers, rss, cgroup: System::Cgroup.current)
       return nil unless rss
 
       limit = cgroup.memory_limit

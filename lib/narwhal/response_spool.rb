@@ -115,7 +115,7 @@ module Narwhal
     # opened or written (a full disk).
     def append_temp(str)
       n = str.bytesize
-      @tempfile ||= UnlinkedTempfile.open(@budget.dir, "narwhal-response")
+      @tempfile ||= System::UnlinkedTempfile.open(@budget.dir, "narwhal-response")
       # at an explicit offset: a write that failed half-way is overwritten
       written = @tempfile.pwrite(str, @temp_end)
       written += @tempfile.pwrite(str.byteslice(written, n - written), @temp_end + written) while written < n

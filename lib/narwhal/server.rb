@@ -65,7 +65,7 @@ module Narwhal
       @retire_asked = false
       @stopping = false
       @let_go = false # a drain let go of the listeners
-      @signals = nil # SignalQueue, while running
+      @signals = nil # System::SignalQueue, while running
     end
 
     # Binds the configured addresses, or takes those a parent passed down
@@ -180,7 +180,7 @@ module Narwhal
 
     # Queued for the reactor's loop, which a self-pipe wakes.
     def install_signals
-      @signals = SignalQueue.new
+      @signals = System::SignalQueue.new
       @reactor.watch(@signals.reader) { handle_signals }
       @signals.queue(*SIGNALS)
       # INT/TERM stop at once, even inside a request (as Unicorn's workers);
@@ -203,7 +203,7 @@ module Narwhal
         case sig
         when "USR1"
           @access_log&.flush # the lines so far go to the file being rotated
-          LogReopener.reopen_logs(@config, @logger)
+          System::LogReopener.reopen_logs(@config, @logger)
         when "QUIT" then graceful_stop("QUIT received: finishing requests in progress")
         when RETIRE then retire
         else

@@ -52,7 +52,7 @@ module Narwhal
     def user(user, group = nil, chroot = false, log_paths: [])
       uid = Etc.getpwnam(user).uid
       gid = group ? Etc.getgrnam(group).gid : Etc.getpwnam(user).gid
-      LogReopener.chown_all(uid, gid, log_paths)
+      System::LogReopener.chown_all(uid, gid, log_paths)
       if gid != Process.egid
         Process.initgroups(user, gid)
         Process::GID.change_privilege(gid)

@@ -80,7 +80,7 @@ class RecyclingTest < Minitest::Test
 
   def test_workers_over_the_memory_limit_are_replaced_without_a_failed_request
     # the limit: the master's size now plus 64 MB, that is 8 or so requests
-    start("worker_memory_limit Narwhal::ProcessMemory.rss(Process.pid) + 64 * 1024 * 1024, interval: 0.2\n", "/leak")
+    start("worker_memory_limit Narwhal::System::ProcessMemory.rss(Process.pid) + 64 * 1024 * 1024, interval: 0.2\n", "/leak")
     first = recycle_both_first_workers
     assert_match(/WARN -- : worker=\d pid=#{first[0]} memory \d+\.\d MiB \(RSS\) > worker_memory_limit \d+\.\d MiB, recycling/,
                  @server.log)

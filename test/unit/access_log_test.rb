@@ -234,7 +234,7 @@ class AccessLogTest < Minitest::Test
     log = writer(:combined)
     file = @log.instance_variable_get(:@file)
     assert_equal File::APPEND, file.fcntl(Fcntl::F_GETFL) & File::APPEND
-    assert Narwhal::LogReopener.reopenable?(file), "USR1 reopens it"
+    assert Narwhal::System::LogReopener.reopenable?(file), "USR1 reopens it"
     log.record(ENV_GET, 200, {}, 1, 0.1, nil)
     assert_equal 1, lines.size
   end

@@ -17,7 +17,7 @@ class ForkLimitsTest < Minitest::Test
 
   def describe(nproc)
     Process.stub(:getrlimit, ->(resource) { resource == :NPROC ? [nproc, nproc] : raise(ArgumentError) }) do
-      Narwhal::Master::ForkLimits.describe(cgroup: Narwhal::Cgroup.new(root: @dir))
+      Narwhal::Master::ForkLimits.describe(cgroup: Narwhal::System::Cgroup.new(root: @dir))
     end
   end
 

@@ -9,7 +9,7 @@ class MemoryHeadroomTest < Minitest::Test
   def setup
     @dir = Dir.mktmpdir("narwhal-memory")
     @tree = Narwhal::FakeCgroup.v2(@dir, path: "/app")
-    @cgroup = Narwhal::Cgroup.new(root: @dir)
+    @cgroup = Narwhal::System::Cgroup.new(root: @dir)
   end
 
   def teardown

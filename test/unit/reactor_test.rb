@@ -251,7 +251,7 @@ class ReactorTest < Minitest::Test
     accept_with(%i[close], %i[close], %i[close], %i[close], %i[close])
     @reactor.pause_accepting
     3.times { connect("x") }
-    wait_for("3 connections queued") { Narwhal::ListenQueue.new.depths([@server])[@server]&.first == 3 }
+    wait_for("3 connections queued") { Narwhal::System::ListenQueue.new.depths([@server])[@server]&.first == 3 }
     taken_before_let_go = nil
     @reactor.retire(drain: true) { taken_before_let_go = @handlers.size }
     2.times { connect("x") }

@@ -69,7 +69,7 @@ module Narwhal
       end
 
       def reopen_logs
-        LogReopener.reopen_logs(@config, @logger, who: "master")
+        System::LogReopener.reopen_logs(@config, @logger, who: "master")
         @workers.signal_all(:USR1)
       end
 

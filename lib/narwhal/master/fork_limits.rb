@@ -7,7 +7,7 @@ module Narwhal
     # and the pids cgroup's pids.max. Read only when a fork was refused.
     module ForkLimits
       # nil when neither is set.
-      def self.describe(cgroup: Cgroup.current)
+      def self.describe(cgroup: System::Cgroup.current)
         found = []
         soft, = Process.getrlimit(:NPROC)
         found << "RLIMIT_NPROC #{soft} for uid #{Process.uid}" unless soft == Process::RLIM_INFINITY

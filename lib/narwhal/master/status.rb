@@ -26,7 +26,7 @@ module Narwhal
       # nil. paths: whether a request in flight shows its path
       # (`control_status_paths`), which may carry a secret (a reset token):
       # only when the operator says so.
-      def initialize(master, scoreboard, workers, rss: ProcessMemory.method(:rss), queues: ListenQueue.new,
+      def initialize(master, scoreboard, workers, rss: System::ProcessMemory.method(:rss), queues: System::ListenQueue.new,
                      paths: false)
         @paths = paths
         @master = master

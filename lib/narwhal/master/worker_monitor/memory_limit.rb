@@ -15,8 +15,8 @@ module Narwhal
       class MemoryLimit
         attr_reader :interval
 
-        # memory: what reads a pid's size (ProcessMemory; tests fake it).
-        def initialize(bytes, pss: false, interval: 5, memory: ProcessMemory)
+        # memory: what reads a pid's size (System::ProcessMemory; tests fake it).
+        def initialize(bytes, pss: false, interval: 5, memory: System::ProcessMemory)
           @bytes = bytes
           @kind = pss ? :pss : :rss
           @interval = interval

@@ -7,7 +7,7 @@ require "test_helper"
 class UnlinkedTempfileTest < Minitest::Test
   def test_the_file_has_no_name_and_reads_back_what_was_written
     Dir.mktmpdir do |dir|
-      file = Narwhal::UnlinkedTempfile.open(dir, "narwhal-test")
+      file = Narwhal::System::UnlinkedTempfile.open(dir, "narwhal-test")
       assert_empty Dir.children(dir), "no directory entry"
       assert file.sync, "unbuffered: a full disk fails the write that hits it"
       file.write("caf\xC3\xA9".b)
@@ -19,6 +19,6 @@ class UnlinkedTempfileTest < Minitest::Test
   end
 
   def test_a_directory_that_cannot_hold_it_raises
-    assert_raises(SystemCallError) { Narwhal::UnlinkedTempfile.open("/nonexistent-narwhal-dir", "narwhal-test") }
+    assert_raises(SystemCallError) { Narwhal::System::UnlinkedTempfile.open("/nonexistent-narwhal-dir", "narwhal-test") }
   end
 end

@@ -15,7 +15,7 @@ class ListenQueueTest < Minitest::Test
     @unix = UNIXServer.new(File.join(@dir, "q.sock"))
     @unix.listen(9)
     @clients = []
-    @queue = Narwhal::ListenQueue.new
+    @queue = Narwhal::System::ListenQueue.new
   end
 
   def teardown

@@ -3,7 +3,7 @@
 require "test_helper"
 require "support/fake_cgroup"
 
-# Narwhal::Cgroup over fake trees: what a container's limits look like on
+# Narwhal::System::Cgroup over fake trees: what a container's limits look like on
 # cgroup v1 and v2, nested groups, no limit and files that make no sense.
 class CgroupTest < Minitest::Test
   G = 1024 * 1024 * 1024
@@ -17,7 +17,7 @@ class CgroupTest < Minitest::Test
   end
 
   def cgroup
-    Narwhal::Cgroup.new(root: @dir)
+    Narwhal::System::Cgroup.new(root: @dir)
   end
 
   def test_v2_cpu_max_and_memory_max_of_the_process_group
@@ -150,8 +150,8 @@ class CgroupTest < Minitest::Test
   end
 
   def test_the_root_comes_from_the_environment
-    assert_equal "/", Narwhal::Cgroup.current({}).root
-    assert_equal "/", Narwhal::Cgroup.current("NARWHAL_CGROUP_ROOT" => "").root
-    assert_equal @dir, Narwhal::Cgroup.current("NARWHAL_CGROUP_ROOT" => @dir).root
+    assert_equal "/", Narwhal::System::Cgroup.current({}).root
+    assert_equal "/", Narwhal::System::Cgroup.current("NARWHAL_CGROUP_ROOT" => "").root
+    assert_equal @dir, Narwhal::System::Cgroup.current("NARWHAL_CGROUP_ROOT" => @dir).root
   end
 end

@@ -6,7 +6,7 @@ require "test_helper"
 # runs the handler of a signal a process sends itself before kill returns).
 class SignalQueueTest < Minitest::Test
   def setup
-    @queue = Narwhal::SignalQueue.new
+    @queue = Narwhal::System::SignalQueue.new
     @saved = %w[USR1 USR2 HUP CHLD].to_h { |name| [name, trap(name, "DEFAULT")] }
   end
 

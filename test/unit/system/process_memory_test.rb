@@ -20,8 +20,8 @@ class ProcessMemoryTest < Minitest::Test
   end
 
   def test_rss_and_pss_grow_with_what_a_process_touches
-    small = with_child(1) { |pid| [Narwhal::ProcessMemory.rss(pid), Narwhal::ProcessMemory.pss(pid)] }
-    big = with_child(64) { |pid| [Narwhal::ProcessMemory.rss(pid), Narwhal::ProcessMemory.pss(pid)] }
+    small = with_child(1) { |pid| [Narwhal::System::ProcessMemory.rss(pid), Narwhal::System::ProcessMemory.pss(pid)] }
+    big = with_child(64) { |pid| [Narwhal::System::ProcessMemory.rss(pid), Narwhal::System::ProcessMemory.pss(pid)] }
     assert_operator small[0], :>, MIB
     assert_operator small[1], :>, 0
     assert_operator small[1], :<=, small[0] + MIB
@@ -32,7 +32,7 @@ class ProcessMemoryTest < Minitest::Test
   def test_a_gone_process_has_no_memory
     pid = Process.spawn(RbConfig.ruby, "-e", "exit")
     Process.wait(pid)
-    assert_nil Narwhal::ProcessMemory.rss(pid)
-    assert_nil Narwhal::ProcessMemory.pss(pid)
+    assert_nil Narwhal::System::ProcessMemory.rss(pid)
+    assert_nil Narwhal::System::ProcessMemory.pss(pid)
   end
 end
