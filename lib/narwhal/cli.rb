@@ -48,7 +48,7 @@ module Narwhal
 
       daemon = Daemon.daemonize if @daemonize
       boot(config, builder, daemon)
-    rescue ConfigError, ListenError, OptionParser::ParseError => e
+    rescue ConfigError, Listener::Error, OptionParser::ParseError => e
       warn e.message.gsub(/^/, "narwhal: ") # a config error has a line per problem
       1
     rescue SystemCallError, ArgumentError, LoadError => e

@@ -18,7 +18,7 @@ module Narwhal
     # Returns the Daemon in the master; never returns in the launcher.
     def self.daemonize
       # USR2's new master is detached already; forking again would look to the old master like its death
-      return reexecuted if ENV.key?(ListenerSet::FD_ENV)
+      return reexecuted if ENV.key?(Listener::Set::FD_ENV)
 
       launcher = Process.pid.to_s
       rd, wr = IO.pipe

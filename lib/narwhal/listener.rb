@@ -7,6 +7,10 @@ module Narwhal
   # One listen socket (TCP or Unix), bound here or inherited from a parent
   # process, and the env defaults that requests accepted on it start from.
   class Listener
+    autoload :Banner, "narwhal/listener/banner"
+    autoload :Error, "narwhal/listener/error"
+    autoload :Set, "narwhal/listener/set"
+
     DEFAULT_BACKLOG = 1024
     DEFAULT_TRIES = 5
     DEFAULT_DELAY = 0.5
@@ -89,7 +93,7 @@ module Narwhal
         @io.listen(options.fetch(:backlog, DEFAULT_BACKLOG))
       rescue SystemCallError, SocketError, ArgumentError => e
         @io&.close
-        raise ListenError.from(e, @kind, target)
+        raise Listener::Error.from(e, @kind, target)
       end
       @address = describe
     end

@@ -52,7 +52,7 @@ module Narwhal
       @forker = Forker.new # one watchdog thread for every fork of the master
       @reexec = Reexec.new(@logger, available: reexec, forker: @forker)
       @worker_processes = config[:worker_processes]
-      @listener_set = ListenerSet.new(@logger)
+      @listener_set = Listener::Set.new(@logger)
       @pid_file = nil
       @app = nil
       @shutdown = Shutdown.new
@@ -91,9 +91,9 @@ module Narwhal
       Dir.chdir(@config[:working_directory]) if @config[:working_directory]
       System::LogReopener.redirect_std(@config)
       @app = @app_builder.call if @config[:preload_app]
-      reexeced = ENV.key?(ListenerSet::FD_ENV) # read before open removes it
+      reexeced = ENV.key?(Listener::Set::FD_ENV) # read before open removes it
       @listener_set.open(@config[:listeners], default: @config[:default_listen])
-      ListenBanner.how_to_stop(@logger)
+      Listener::Banner.how_to_stop(@logger)
       @pid_file = PidFile.new(@config[:pid]).tap(&:write) if @config[:pid]
       @scoreboard = Scoreboard.new(Scoreboard::MAX_SLOTS, threads: @config[:threads])
       @monitor = WorkerMonitor.for(@config, @scoreboard, self)

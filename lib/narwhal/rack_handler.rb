@@ -29,7 +29,7 @@ module Narwhal
       yield master if block_given?
       master.start
       master.join
-    rescue ConfigError, ListenError, BootError => e
+    rescue ConfigError, Listener::Error, BootError => e
       abort(e.message.gsub(/^/, "narwhal: ")) # a config error has a line per problem
     rescue SystemCallError, ArgumentError => e
       abort("narwhal: #{ErrorMessage.for(e)}")

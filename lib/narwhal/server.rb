@@ -69,11 +69,11 @@ module Narwhal
     end
 
     # Binds the configured addresses, or takes those a parent passed down
-    # (ListenerSet); raises with nothing left bound on failure.
+    # (Listener::Set); raises with nothing left bound on failure.
     def bind
-      set = ListenerSet.new(@logger).open(@config[:listeners], default: @config[:default_listen])
+      set = Listener::Set.new(@logger).open(@config[:listeners], default: @config[:default_listen])
       @listeners.concat(set.to_a)
-      ListenBanner.how_to_stop(@logger)
+      Listener::Banner.how_to_stop(@logger)
     end
 
     def run

@@ -13,7 +13,7 @@ module Narwhal
 
     # worker: the Worker the hooks see (its `nr` is its scoreboard slot).
     # hook_server: what the hooks receive as `server` (the master).
-    # listeners: the ListenerSet (after_fork may add to it: server.listen).
+    # listeners: the Listener::Set (after_fork may add to it: server.listen).
     # app: the preloaded app, or nil to build one with app_builder.
     # master_pipe: reads EOF once the master is gone; let_go_pipe: once it
     # let go of the listeners (Server). reports: WorkerReports.

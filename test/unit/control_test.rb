@@ -147,7 +147,7 @@ class ControlTest < Minitest::Test
   end
 
   def test_a_busy_address_is_an_error_unless_asked_to_wait
-    error = assert_raises(Narwhal::ListenError) do
+    error = assert_raises(Narwhal::Listener::Error) do
       Control.new(@control.address, @status, Logger.new(@log)).start
     end
     assert_match(/already in use/, error.message)

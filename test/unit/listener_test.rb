@@ -28,7 +28,7 @@ class ListenerTest < Minitest::Test
   def test_a_unix_socket_in_a_missing_directory_names_the_directory
     Dir.mktmpdir do |dir|
       path = File.join(dir, "tmp/sockets/narwhal.sock")
-      e = assert_raises(Narwhal::ListenError) { Narwhal::Listener.new(path) }
+      e = assert_raises(Narwhal::Listener::Error) { Narwhal::Listener.new(path) }
       assert_equal "cannot listen on #{path}: directory #{dir}/tmp/sockets does not exist", e.message
     end
   end
@@ -36,12 +36,12 @@ class ListenerTest < Minitest::Test
   def test_unix_socket_path_too_long_or_not_a_socket
     Dir.mktmpdir do |dir|
       long = File.join(dir, "#{'x' * 120}.sock")
-      e = assert_raises(Narwhal::ListenError) { Narwhal::Listener.new(long) }
+      e = assert_raises(Narwhal::Listener::Error) { Narwhal::Listener.new(long) }
       assert_equal "cannot listen on #{long}: a Unix socket path may be at most 107 bytes, this one is " \
                    "#{long.bytesize}", e.message
       plain = File.join(dir, "plain")
       File.write(plain, "data")
-      e = assert_raises(Narwhal::ListenError) { Narwhal::Listener.new(plain) }
+      e = assert_raises(Narwhal::Listener::Error) { Narwhal::Listener.new(plain) }
       assert_equal "cannot listen on #{plain}: the file exists and is not a socket (only a stale socket " \
                    "file is replaced)", e.message
       assert_equal "data", File.read(plain)
@@ -51,7 +51,7 @@ class ListenerTest < Minitest::Test
   def test_address_in_use_names_the_process_holding_it
     holder = TCPServer.new("127.0.0.1", 0)
     port = holder.addr[1]
-    e = assert_raises(Narwhal::ListenError) { Narwhal::Listener.new("127.0.0.1:#{port}", tries: 0) }
+    e = assert_raises(Narwhal::Listener::Error) { Narwhal::Listener.new("127.0.0.1:#{port}", tries: 0) }
     assert_match(/\Acannot listen on 127\.0\.0\.1:#{port}: address already in use by pid #{Process.pid} \(.+\)\z/,
                  e.message)
     assert_kind_of Errno::EADDRINUSE, e.cause
@@ -60,10 +60,10 @@ class ListenerTest < Minitest::Test
   end
 
   def test_an_unknown_host_and_an_address_not_on_this_machine
-    e = assert_raises(Narwhal::ListenError) { Narwhal::Listener.new("nosuchhost.invalid:8080") }
+    e = assert_raises(Narwhal::Listener::Error) { Narwhal::Listener.new("nosuchhost.invalid:8080") }
     assert_equal "cannot listen on nosuchhost.invalid:8080: unknown host nosuchhost.invalid", e.message
     # TEST-NET-1 (RFC 5737) is never assigned to a machine
-    e = assert_raises(Narwhal::ListenError) { Narwhal::Listener.new("192.0.2.1:8080") }
+    e = assert_raises(Narwhal::Listener::Error) { Narwhal::Listener.new("192.0.2.1:8080") }
     assert_equal "cannot listen on 192.0.2.1:8080: 192.0.2.1 is not an address of this machine", e.message
   end
 
@@ -73,7 +73,7 @@ class ListenerTest < Minitest::Test
       UNIXServer.new(path).close # leaves a stale socket file behind
       listener = Narwhal::Listener.new(path)
       assert File.socket?(path)
-      e = assert_raises(Narwhal::ListenError) { Narwhal::Listener.new(path, tries: 0) }
+      e = assert_raises(Narwhal::Listener::Error) { Narwhal::Listener.new(path, tries: 0) }
       assert_match(/\Acannot listen on #{Regexp.escape(path)}: already in use by pid #{Process.pid} /, e.message)
       listener.close
       refute File.exist?(path)
@@ -166,7 +166,7 @@ class ListenerTest < Minitest::Test
 
   def test_a_busy_port_fails_after_tries
     first = Narwhal::Listener.new("127.0.0.1:0")
-    e = assert_raises(Narwhal::ListenError) { Narwhal::Listener.new(first.address, tries: 1, delay: 0.01) }
+    e = assert_raises(Narwhal::Listener::Error) { Narwhal::Listener.new(first.address, tries: 1, delay: 0.01) }
     assert_match(/address already in use/, e.message)
   ensure
     first&.close

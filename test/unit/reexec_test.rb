@@ -11,7 +11,7 @@ class ReexecTest < Minitest::Test
     @dir = Dir.mktmpdir
     @log = StringIO.new
     @logger = Logger.new(@log)
-    @listeners = Narwhal::ListenerSet.new(@logger) # ENV: the exec'd program reads NARWHAL_FD there
+    @listeners = Narwhal::Listener::Set.new(@logger) # ENV: the exec'd program reads NARWHAL_FD there
     @listeners.open([["127.0.0.1:0", {}]], default: "127.0.0.1:0")
     @pid_file = Narwhal::PidFile.new(File.join(@dir, "narwhal.pid"))
     @pid_file.write

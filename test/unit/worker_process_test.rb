@@ -15,7 +15,7 @@ class WorkerProcessTest < Minitest::Test
     @config.settings[:after_fork] = lambda do |server, worker|
       File.write(File.join(@dir, "after_fork"), "#{server} #{worker.nr}")
     end
-    @listeners = Narwhal::ListenerSet.new(@config.logger, env: {})
+    @listeners = Narwhal::Listener::Set.new(@config.logger, env: {})
     @listeners.open([["127.0.0.1:0", {}]], default: "127.0.0.1:0")
     @reports = Narwhal::WorkerReports.new
     @board = Narwhal::Scoreboard.new(4)

@@ -60,13 +60,13 @@ module Narwhal
         @listener&.address
       end
 
-      # Binds, then serves on a thread. A busy address raises ListenError,
+      # Binds, then serves on a thread. A busy address raises Listener::Error,
       # unless wait_if_busy (a re-exec'd master, whose old master still
       # holds it): then the thread binds once it is free.
       def start(wait_if_busy: false)
         begin
           bind unless @listener
-        rescue ListenError => e
+        rescue Listener::Error => e
           raise unless wait_if_busy && e.cause.is_a?(Errno::EADDRINUSE)
 
           @logger.info("control listener: #{e.message}; binding once it is free")
@@ -164,7 +164,7 @@ module Narwhal
 
       def bind_when_free
         bind
-      rescue ListenError => e
+      rescue Listener::Error => e
         raise unless e.cause.is_a?(Errno::EADDRINUSE)
 
         sleep RETRY_BUSY

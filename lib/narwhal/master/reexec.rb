@@ -32,7 +32,7 @@ module Narwhal
         !@pid.nil?
       end
 
-      # listeners: the ListenerSet the new master inherits, with control's
+      # listeners: the Listener::Set the new master inherits, with control's
       # socket (Control, or nil); before_exec runs in the child just before
       # exec. Returns the pid file the old master keeps (renamed
       # PATH.oldbin), or the one given when the re-exec is refused.

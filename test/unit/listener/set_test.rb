@@ -9,7 +9,7 @@ class ListenerSetTest < Minitest::Test
   def setup
     @log = StringIO.new
     @env = {}
-    @set = Narwhal::ListenerSet.new(Logger.new(@log), env: @env)
+    @set = Narwhal::Listener::Set.new(Logger.new(@log), env: @env)
     @dir = Dir.mktmpdir
   end
 
@@ -100,7 +100,7 @@ class ListenerSetTest < Minitest::Test
   # free, its socket file gone) and the error names the address.
   def test_a_failed_bind_closes_what_was_bound_before_it
     path = File.join(@dir, "first.sock")
-    error = assert_raises(Narwhal::ListenError) do
+    error = assert_raises(Narwhal::Listener::Error) do
       @set.open([[path, {}], ["127.0.0.1:0", {}], ["192.0.2.1:8080", {}]], default: "127.0.0.1:0")
     end
     assert_match(/\Acannot listen on 192\.0\.2\.1:8080: /, error.message)
@@ -134,7 +134,7 @@ class ListenerSetTest < Minitest::Test
     @set.close(unlink: false)
     assert File.socket?(path), "a re-exec'd master still serves it"
     assert_equal 0, @set.count
-    other = Narwhal::ListenerSet.new(Logger.new(StringIO.new), env: {})
+    other = Narwhal::Listener::Set.new(Logger.new(StringIO.new), env: {})
     other.open([[path, {}]], default: "127.0.0.1:0") # the stale file is replaced
     other.close
     refute File.exist?(path)

@@ -4,9 +4,9 @@ require "test_helper"
 
 class ListenBannerTest < Minitest::Test
   def test_a_url_for_tcp_addresses_only
-    assert_equal " url=http://127.0.0.1:8080", Narwhal::ListenBanner.url_field("127.0.0.1:8080")
-    assert_equal " url=http://[::1]:8080", Narwhal::ListenBanner.url_field("[::1]:8080")
-    assert_equal "", Narwhal::ListenBanner.url_field("/run/app.sock")
+    assert_equal " url=http://127.0.0.1:8080", Narwhal::Listener::Banner.url_field("127.0.0.1:8080")
+    assert_equal " url=http://[::1]:8080", Narwhal::Listener::Banner.url_field("[::1]:8080")
+    assert_equal "", Narwhal::Listener::Banner.url_field("/run/app.sock")
   end
 
   def stat(pgrp:, tpgid:)
@@ -19,7 +19,7 @@ class ListenBannerTest < Minitest::Test
 
   def how_to_stop(**ids)
     log = StringIO.new
-    Narwhal::ListenBanner.how_to_stop(Logger.new(log), stat: stat(**ids).path)
+    Narwhal::Listener::Banner.how_to_stop(Logger.new(log), stat: stat(**ids).path)
     log.string
   end
 
@@ -29,7 +29,7 @@ class ListenBannerTest < Minitest::Test
     assert_empty how_to_stop(pgrp: 4242, tpgid: 4300), "in the background (&) or its own group"
     assert_empty how_to_stop(pgrp: 4242, tpgid: -1), "no terminal: a service, a daemon, a container"
     log = StringIO.new
-    Narwhal::ListenBanner.how_to_stop(Logger.new(log), stat: "/nonexistent/stat")
+    Narwhal::Listener::Banner.how_to_stop(Logger.new(log), stat: "/nonexistent/stat")
     assert_empty log.string
   end
 end
