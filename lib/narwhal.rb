@@ -26,8 +26,6 @@ module Narwhal
 
   # A bad configuration; the message names the file and line.
   class ConfigError < StandardError; end
-
-  autoload :AutoWorkers, "narwhal/auto_workers"
   autoload :CLI, "narwhal/cli"
   autoload :Clock, "narwhal/clock"
   autoload :ClientGone, "narwhal/socket_writer"
@@ -56,11 +54,9 @@ module Narwhal
   autoload :PendingSend, "narwhal/pending_send"
   autoload :MemoryHeadroom, "narwhal/memory_headroom"
   autoload :PidFile, "narwhal/pid_file"
-  autoload :PumaDirectives, "narwhal/puma_directives"
   autoload :AppBuilder, "narwhal/app_builder"
   autoload :AcceptBackoff, "narwhal/accept_backoff"
   autoload :BootError, "narwhal/boot_error"
-  autoload :ByteSize, "narwhal/byte_size"
   autoload :RespawnPolicy, "narwhal/respawn_policy"
   autoload :WorkerReports, "narwhal/worker_reports"
   autoload :RackHandler, "narwhal/rack_handler"
@@ -69,15 +65,10 @@ module Narwhal
   autoload :SystemdNotify, "narwhal/systemd_notify"
   autoload :SocketWriter, "narwhal/socket_writer"
   autoload :SoftTimeout, "narwhal/soft_timeout"
-  autoload :StatusCommand, "narwhal/status_command"
   autoload :RequestTimeout, "narwhal/soft_timeout"
   autoload :WriteTimeout, "narwhal/socket_writer"
-  autoload :UnknownDirective, "narwhal/unknown_directive"
   autoload :ResponseSpool, "narwhal/response_spool"
   autoload :SpoolBudget, "narwhal/spool_budget"
   autoload :Worker, "narwhal/worker"
   autoload :WorkerProcess, "narwhal/worker_process"
-  autoload :Daemon, "narwhal/daemon"
-  autoload :RackupConfigurator, "narwhal/rackup_configurator"
-  autoload :WebConcurrency, "narwhal/web_concurrency"
 end

@@ -9,11 +9,17 @@ module Narwhal
   # Directive names follow Unicorn's; every setting has a default here and a
   # line in docs/CONFIGURATION.md.
   class Configurator
+    autoload :AutoWorkers, "narwhal/configurator/auto_workers"
+    autoload :ByteSize, "narwhal/configurator/byte_size"
     autoload :ConnectionCap, "narwhal/configurator/connection_cap"
     autoload :DSL, "narwhal/configurator/dsl"
     autoload :Numbers, "narwhal/configurator/numbers"
     autoload :Paths, "narwhal/configurator/paths"
+    autoload :PumaDirectives, "narwhal/configurator/puma_directives"
+    autoload :Rackup, "narwhal/configurator/rackup"
     autoload :Recycling, "narwhal/configurator/recycling"
+    autoload :UnknownDirective, "narwhal/configurator/unknown_directive"
+    autoload :WebConcurrency, "narwhal/configurator/web_concurrency"
 
     KIB = 1024
     MIB = 1024 * KIB
@@ -101,7 +107,7 @@ module Narwhal
     def initialize(file: nil)
       @settings = DEFAULTS.dup
       @settings[:listeners] = []
-      self.worker_processes = WebConcurrency.worker_processes || DEFAULTS[:worker_processes]
+      self.worker_processes = Configurator::WebConcurrency.worker_processes || DEFAULTS[:worker_processes]
       @file = file
       load_file(file) if file
       # client_timeout is the umbrella: it sets each part not given on its own
@@ -109,9 +115,9 @@ module Narwhal
     end
 
     # A count, or :auto: one worker per CPU the cgroup and the affinity
-    # mask allow (AutoWorkers).
+    # mask allow (Configurator::AutoWorkers).
     def worker_processes=(count)
-      choice = AutoWorkers.choose if count == :auto
+      choice = Configurator::AutoWorkers.choose if count == :auto
       @settings[:worker_processes] = choice ? choice.count : count
       @settings[:worker_processes_auto] = choice&.reason
     end

@@ -41,7 +41,7 @@ module Narwhal
     attr_reader :tally
 
     # app_builder: #call returns the app (run here with preload_app, else in
-    # each worker). daemon: the -D launcher's Daemon. reexec: false refuses
+    # each worker). daemon: the -D launcher's CLI::Daemon. reexec: false refuses
     # USR2 (rackup and rails server consume their command lines, so a new
     # master could not be started from them).
     def initialize(config, app_builder, daemon: nil, reexec: true)

@@ -37,25 +37,25 @@ module Narwhal
 
     def valid_options
       {
-        "config_file=PATH" => "Narwhal config file (default: $#{RackupConfigurator::ENV_NAME}, " \
-                              "else #{RackupConfigurator::DEFAULT_FILE} when present)",
-        "Host=HOST" => "Hostname to listen on (default: #{RackupConfigurator::DEFAULT_HOST})",
-        "Port=PORT" => "Port to listen on (default: #{RackupConfigurator::DEFAULT_PORT})"
+        "config_file=PATH" => "Narwhal config file (default: $#{Configurator::Rackup::ENV_NAME}, " \
+                              "else #{Configurator::Rackup::DEFAULT_FILE} when present)",
+        "Host=HOST" => "Hostname to listen on (default: #{Configurator::Rackup::DEFAULT_HOST})",
+        "Port=PORT" => "Port to listen on (default: #{Configurator::Rackup::DEFAULT_PORT})"
       }
     end
 
     private
 
     def configure(options)
-      file, named_by = RackupConfigurator.find_file(options)
-      config = RackupConfigurator.new(file: file, rackup_options: options)
+      file, named_by = Configurator::Rackup.find_file(options)
+      config = Configurator::Rackup.new(file: file, rackup_options: options)
       config.apply_command_line_address
       log = config.logger
       if file
         log.info("config_file=#{file} (from #{named_by})")
       else
-        log.info("no config file (-O config_file, #{RackupConfigurator::ENV_NAME} or " \
-                 "#{File.expand_path(RackupConfigurator::DEFAULT_FILE)}): narwhal's defaults")
+        log.info("no config file (-O config_file, #{Configurator::Rackup::ENV_NAME} or " \
+                 "#{File.expand_path(Configurator::Rackup::DEFAULT_FILE)}): narwhal's defaults")
       end
       config.notes.each { |note| log.info(note) }
       log.info("app loaded by #{File.basename($PROGRAM_NAME)} before forking: " \

@@ -3,7 +3,7 @@
 require "fileutils"
 
 module Narwhal
-  # A directory laid out as / looks to Narwhal::System::Cgroup and AutoWorkers
+  # A directory laid out as / looks to Narwhal::System::Cgroup and Configurator::AutoWorkers
   # (NARWHAL_CGROUP_ROOT points there): proc/self/{cgroup,mountinfo,status}
   # and the cgroup files under sys/fs/cgroup.
   class FakeCgroup

@@ -126,7 +126,7 @@ class ConfiguratorTest < Minitest::Test
 
   def test_every_puma_directive_has_advice_and_none_is_a_narwhal_directive
     directives = Narwhal::Configurator::DSL.directives
-    Narwhal::PumaDirectives::ADVICE.each_key do |name|
+    Narwhal::Configurator::PumaDirectives::ADVICE.each_key do |name|
       refute_includes directives, name
       assert_match(/\A1: #{Regexp.escape(name.to_s)} is a Puma directive: \S/, config_error("#{name}\n"))
     end

@@ -56,7 +56,7 @@ class DocsTest < Minitest::Test
 
   def documents
     Dir.chdir(ROOT) do
-      (Dir["README.md", "docs/*.md", "examples/**/*"].select { |f| File.file?(f) } + ["lib/narwhal/puma_directives.rb"])
+      (Dir["README.md", "docs/*.md", "examples/**/*"].select { |f| File.file?(f) } + ["lib/narwhal/configurator/puma_directives.rb"])
         .to_h { |f| [f, File.read(f)] }
     end
   end

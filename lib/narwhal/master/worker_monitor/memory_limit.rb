@@ -46,7 +46,7 @@ module Narwhal
           size = @memory.public_send(@kind, worker.pid)
           return unless size && size > @bytes
 
-          "memory #{ByteSize.format(size)} (#{@kind.upcase}) > worker_memory_limit #{ByteSize.format(@bytes)}, " \
+          "memory #{Configurator::ByteSize.format(size)} (#{@kind.upcase}) > worker_memory_limit #{Configurator::ByteSize.format(@bytes)}, " \
             "recycling"
         end
       end

@@ -15,7 +15,7 @@ class RackupConfiguratorTest < Minitest::Test
   end
 
   def find(options = {}, env = {})
-    Dir.chdir(@dir) { Narwhal::RackupConfigurator.find_file(options, env) }
+    Dir.chdir(@dir) { Narwhal::Configurator::Rackup.find_file(options, env) }
   end
 
   def test_lookup_order
@@ -29,7 +29,7 @@ class RackupConfiguratorTest < Minitest::Test
   def config(text, options)
     file = File.join(@dir, "n.rb")
     File.write(file, text)
-    Narwhal::RackupConfigurator.new(file: file, rackup_options: options).tap(&:apply_command_line_address)
+    Narwhal::Configurator::Rackup.new(file: file, rackup_options: options).tap(&:apply_command_line_address)
   end
 
   def test_rackup_address_replaces_the_files_listen_lines
@@ -51,7 +51,7 @@ class RackupConfiguratorTest < Minitest::Test
   def test_hup_reload_keeps_the_rackup_wrapping
     c = config("timeout 5\n", pid: File.join(@dir, "rackup.pid"))
     reloaded = c.reload
-    assert_instance_of Narwhal::RackupConfigurator, reloaded
+    assert_instance_of Narwhal::Configurator::Rackup, reloaded
     refute_same Narwhal::Configurator::LOG_EXIT_HOOK, reloaded[:after_worker_exit]
   end
 

@@ -14,7 +14,7 @@ class AutoWorkersTest < Minitest::Test
   end
 
   def choose(max: 4096)
-    Narwhal::AutoWorkers.choose({ "NARWHAL_CGROUP_ROOT" => @dir }, max: max)
+    Narwhal::Configurator::AutoWorkers.choose({ "NARWHAL_CGROUP_ROOT" => @dir }, max: max)
   end
 
   def test_a_fractional_quota_is_rounded_up
@@ -70,7 +70,7 @@ class AutoWorkersTest < Minitest::Test
 
   # The real host, whatever it is: a count a worker table can hold.
   def test_this_host
-    choice = Narwhal::AutoWorkers.choose({})
+    choice = Narwhal::Configurator::AutoWorkers.choose({})
     assert_includes 1..Narwhal::Scoreboard::MAX_SLOTS, choice.count
     assert_match(/\Aworker_processes :auto chose #{choice.count}: /, choice.reason)
   end

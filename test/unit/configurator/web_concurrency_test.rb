@@ -4,16 +4,16 @@ require "test_helper"
 
 class WebConcurrencyTest < Minitest::Test
   def test_a_count_unset_or_empty
-    assert_equal 3, Narwhal::WebConcurrency.worker_processes("WEB_CONCURRENCY" => "3")
-    assert_equal 12, Narwhal::WebConcurrency.worker_processes("WEB_CONCURRENCY" => " 12\n")
-    assert_nil Narwhal::WebConcurrency.worker_processes({})
-    assert_nil Narwhal::WebConcurrency.worker_processes("WEB_CONCURRENCY" => "")
-    assert_equal :auto, Narwhal::WebConcurrency.worker_processes("WEB_CONCURRENCY" => "auto")
+    assert_equal 3, Narwhal::Configurator::WebConcurrency.worker_processes("WEB_CONCURRENCY" => "3")
+    assert_equal 12, Narwhal::Configurator::WebConcurrency.worker_processes("WEB_CONCURRENCY" => " 12\n")
+    assert_nil Narwhal::Configurator::WebConcurrency.worker_processes({})
+    assert_nil Narwhal::Configurator::WebConcurrency.worker_processes("WEB_CONCURRENCY" => "")
+    assert_equal :auto, Narwhal::Configurator::WebConcurrency.worker_processes("WEB_CONCURRENCY" => "auto")
   end
 
   def test_anything_else_is_refused_with_its_value
     ["0", "-2", "2.5", "AUTO", "automatic", "0x10"].each do |value|
-      e = assert_raises(Narwhal::ConfigError) { Narwhal::WebConcurrency.worker_processes("WEB_CONCURRENCY" => value) }
+      e = assert_raises(Narwhal::ConfigError) { Narwhal::Configurator::WebConcurrency.worker_processes("WEB_CONCURRENCY" => value) }
       assert_equal "WEB_CONCURRENCY=#{value.inspect} is not a worker count (a whole number >= 1, or auto)", e.message
     end
   end

@@ -18,7 +18,7 @@ class StatusCommandTest < Minitest::Test
   end
 
   def table(hash)
-    Narwhal::StatusCommand.new([], out: nil, err: nil).table(hash)
+    Narwhal::CLI::StatusCommand.new([], out: nil, err: nil).table(hash)
   end
 
   def test_the_summary_says_capacity_uptime_and_what_happened_to_workers
