@@ -4,7 +4,7 @@ require "optparse"
 
 module Narwhal
   # `narwhal [options] [config.ru]`: Unicorn's command line. `narwhal
-  # status ...` is CLI::StatusCommand's.
+  # status ...` is StatusCommand's.
   class CLI
     autoload :Daemon, "narwhal/cli/daemon"
     autoload :StatusCommand, "narwhal/cli/status_command"
@@ -13,7 +13,7 @@ module Narwhal
     DOCS = File.expand_path("../../docs", __dir__)
 
     def self.start(argv)
-      return CLI::StatusCommand.start(argv.drop(1)) if argv.first == "status"
+      return StatusCommand.start(argv.drop(1)) if argv.first == "status"
       # not a rackup file named "help"
       return new(["-h"]).run if argv == ["help"]
 
@@ -49,7 +49,7 @@ module Narwhal
       # fail before forking anything when the rackup file is missing
       raise ArgumentError, "rackup file #{builder.path} not found" unless File.exist?(builder.path)
 
-      daemon = CLI::Daemon.daemonize if @daemonize
+      daemon = Daemon.daemonize if @daemonize
       boot(config, builder, daemon)
     rescue ConfigError, Listener::Error, OptionParser::ParseError => e
       warn e.message.gsub(/^/, "narwhal: ") # a config error has a line per problem

@@ -107,7 +107,7 @@ module Narwhal
     def initialize(file: nil)
       @settings = DEFAULTS.dup
       @settings[:listeners] = []
-      self.worker_processes = Configurator::WebConcurrency.worker_processes || DEFAULTS[:worker_processes]
+      self.worker_processes = WebConcurrency.worker_processes || DEFAULTS[:worker_processes]
       @file = file
       load_file(file) if file
       # client_timeout is the umbrella: it sets each part not given on its own
@@ -115,9 +115,9 @@ module Narwhal
     end
 
     # A count, or :auto: one worker per CPU the cgroup and the affinity
-    # mask allow (Configurator::AutoWorkers).
+    # mask allow (AutoWorkers).
     def worker_processes=(count)
-      choice = Configurator::AutoWorkers.choose if count == :auto
+      choice = AutoWorkers.choose if count == :auto
       @settings[:worker_processes] = choice ? choice.count : count
       @settings[:worker_processes_auto] = choice&.reason
     end

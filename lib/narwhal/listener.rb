@@ -93,7 +93,7 @@ module Narwhal
         @io.listen(options.fetch(:backlog, DEFAULT_BACKLOG))
       rescue SystemCallError, SocketError, ArgumentError => e
         @io&.close
-        raise Listener::Error.from(e, @kind, target)
+        raise Error.from(e, @kind, target)
       end
       @address = describe
     end

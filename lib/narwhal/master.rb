@@ -13,17 +13,19 @@ module Narwhal
   class Master
     autoload :Commands, "narwhal/master/commands"
     autoload :Control, "narwhal/master/control"
-    autoload :ControlHandover, "narwhal/master/control_handover"
     autoload :ForkLimits, "narwhal/master/fork_limits"
-    autoload :Forker, "narwhal/master/forker"
     autoload :ForkRefused, "narwhal/master/forker"
-    autoload :Metrics, "narwhal/master/metrics"
+    autoload :Forker, "narwhal/master/forker"
+    autoload :MemoryHeadroom, "narwhal/master/memory_headroom"
+    autoload :PidFile, "narwhal/master/pid_file"
     autoload :Recycler, "narwhal/master/recycler"
     autoload :Reexec, "narwhal/master/reexec"
+    autoload :RespawnPolicy, "narwhal/master/respawn_policy"
     autoload :Shutdown, "narwhal/master/shutdown"
-    autoload :Status, "narwhal/master/status"
+    autoload :SystemdNotify, "narwhal/master/systemd_notify"
     autoload :Tally, "narwhal/master/tally"
     autoload :WorkerMonitor, "narwhal/master/worker_monitor"
+    autoload :WorkerReports, "narwhal/master/worker_reports"
     autoload :WorkerTable, "narwhal/master/worker_table"
 
     include Commands # what each signal does
@@ -233,16 +235,16 @@ module Narwhal
     end
 
     # control_listen: its own thread reads the scoreboard (Control). After
-    # USR2 the old master passed its socket down (ControlHandover): it is
+    # USR2 the old master passed its socket down (Control::Handover): it is
     # answered on once a worker serves (until then the old master answers
     # alone). Without one (control_listen changed) the address may still
     # be the old master's: the new one waits for it.
     def start_control(wait_if_busy:)
       address = @config[:control_listen]
-      inherited = ControlHandover.take(address)
+      inherited = Control::Handover.take(address)
       return unless address
 
-      status = Status.new(self, @scoreboard, @workers, paths: @config[:control_status_paths])
+      status = Control::Status.new(self, @scoreboard, @workers, paths: @config[:control_status_paths])
       control = Control.new(address, status, @logger, listener: inherited)
       return control.start(wait_if_busy: wait_if_busy) unless inherited
 

@@ -6,7 +6,7 @@ module Narwhal
   # (unless preloaded), then serve until told to stop or the master dies.
   #
   # Whatever fails before the worker is ready is a boot failure: the worker
-  # tells the master why (WorkerReports) and exits with BOOT_FAILED; the
+  # tells the master why (Master::WorkerReports) and exits with BOOT_FAILED; the
   # master logs it once and decides when to try again.
   class WorkerProcess
     BOOT_FAILED = 3 # exit status of a worker that could not start serving
@@ -16,7 +16,7 @@ module Narwhal
     # listeners: the Listener::Set (after_fork may add to it: server.listen).
     # app: the preloaded app, or nil to build one with app_builder.
     # master_pipe: reads EOF once the master is gone; let_go_pipe: once it
-    # let go of the listeners (Server). reports: WorkerReports.
+    # let go of the listeners (Server). reports: Master::WorkerReports.
     # forget_master: drops what the fork copied but the worker does not own
     # (the master's signal handlers, pipes and worker table).
     def initialize(worker, config:, hook_server:, listeners:, scoreboard:, app:, app_builder:, master_pipe:,

@@ -98,7 +98,7 @@ class BootFailureTest < Minitest::Test
     log = server.log
     gaps = times.each_cons(2).map { |a, b| b - a }
     gaps.each_with_index do |gap, i|
-      floor = Narwhal::RespawnPolicy.delay(i + 1)
+      floor = Narwhal::Master::RespawnPolicy.delay(i + 1)
       assert_operator gap, :>=, floor * 0.9, "attempt #{i + 2} came #{gap}s after the previous one\n#{log}"
     end
     assert_operator forks(server), :<=, 1 + 5, log

@@ -98,7 +98,7 @@ class DocsTest < Minitest::Test
   def test_what_survives_what_names_real_tests
     text = File.read(File.join(ROOT, "docs/OPERATIONS.md"))
     table = text[/^## What survives what\n.*?\n((?:\|.*\n)+)/m, 1] or flunk "OPERATIONS.md has no such table"
-    files = table.scan(%r{`((?:unit|integration)/\w+_test\.rb)`}).flatten.uniq
+    files = table.scan(%r{`((?:unit|integration)/[\w/]+_test\.rb)`}).flatten.uniq
     refute_empty files
     assert_empty files.reject { |f| File.exist?(File.join(ROOT, "test", f)) }, "named tests that do not exist"
     failures = table.lines.drop(2).map { |row| row.split(" | ").first }

@@ -17,7 +17,7 @@ class WorkerProcessTest < Minitest::Test
     end
     @listeners = Narwhal::Listener::Set.new(@config.logger, env: {})
     @listeners.open([["127.0.0.1:0", {}]], default: "127.0.0.1:0")
-    @reports = Narwhal::WorkerReports.new
+    @reports = Narwhal::Master::WorkerReports.new
     @board = Narwhal::Scoreboard.new(4)
   end
 

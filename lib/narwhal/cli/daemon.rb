@@ -16,7 +16,7 @@ module Narwhal
       FAILED = "failed"
       SEPARATOR = "\t" # between the lines of one report: the pipe carries one line
 
-      # Returns the CLI::Daemon in the master; never returns in the launcher.
+      # Returns the Daemon in the master; never returns in the launcher.
       def self.daemonize
         # USR2's new master is detached already; forking again would look to the old master like its death
         return reexecuted if ENV.key?(Listener::Set::FD_ENV)

@@ -46,7 +46,7 @@ module Narwhal
         1
       end
 
-      # The status Hash (Master::Status#to_h, parsed) as lines of text.
+      # The status Hash (Master::Control::Status#to_h, parsed) as lines of text.
       def table(status)
         rows = status["workers"].map { |w| row(w, status["threads"]) }
         header = %w[worker pid state requests busy age request rss]
@@ -127,7 +127,7 @@ module Narwhal
       def capacity(workers, threads)
         return "" unless threads
 
-        counts = workers.select { |w| Master::Status.serving?(w) }.map { |w| w["threads"] || threads }
+        counts = workers.select { |w| Master::Control::Status.serving?(w) }.map { |w| w["threads"] || threads }
         busy = workers.sum { |w| w["busy_threads"].to_i }
         split = counts.uniq.size > 1 ? counts.join(" + ") : "#{counts.size} x #{counts.first || threads}"
         "threads: #{busy} of #{counts.sum} busy (#{split}); "

@@ -23,7 +23,7 @@ module Narwhal
         check(options.is_a?(Hash), "listen options must be a Hash")
         options = listen_numbers(options)
         unknown = options.keys - LISTEN_OPTIONS
-        fail_at(Configurator::UnknownDirective.listen_options(unknown, LISTEN_OPTIONS)) unless unknown.empty?
+        fail_at(UnknownDirective.listen_options(unknown, LISTEN_OPTIONS)) unless unknown.empty?
         problem = Listener.option_problem(options)
         check(problem.nil?, "listen #{problem}")
         begin
@@ -78,7 +78,7 @@ module Narwhal
           # Unicorn's rule: a Proc must take exactly the hook's arguments
           if hook.is_a?(Proc) && hook.arity >= 0 && hook.arity != arity
             # Puma's before_fork takes no arguments and runs once
-            puma = name == :before_fork && hook.arity.zero? ? ": #{Configurator::PumaDirectives::BEFORE_FORK}" : ""
+            puma = name == :before_fork && hook.arity.zero? ? ": #{PumaDirectives::BEFORE_FORK}" : ""
             fail_at("#{name} has invalid arity #{hook.arity} (needs #{arity}: #{HOOK_ARGS.fetch(name)})#{puma}")
           end
           @config.settings[name] = hook
@@ -156,7 +156,7 @@ module Narwhal
         line = config_line
         @problems << lambda {
           preload = @config.settings[:preload_app] || @puma_preload
-          "#{line}: #{Configurator::UnknownDirective.message(name, args, self.class.directives, preload: preload)}"
+          "#{line}: #{UnknownDirective.message(name, args, self.class.directives, preload: preload)}"
         }
         nil
       end

@@ -75,7 +75,7 @@ module Narwhal
         hook = settings[:after_worker_exit]
         settings[:after_worker_exit] = lambda do |server, worker, status|
           hook.call(server, worker, status)
-          PidFile.new(path).write unless File.exist?(path)
+          Master::PidFile.new(path).write unless File.exist?(path)
         end
       end
     end

@@ -11,9 +11,9 @@ module Narwhal
       MIN_CHECK_INTERVAL = 0.1 # seconds; reading PSS walks page tables
 
       # worker_memory_limit BYTES, pss: false, interval: 5. BYTES is an
-      # Integer or a String such as "512MB" (Configurator::ByteSize); nil turns it off.
+      # Integer or a String such as "512MB" (ByteSize); nil turns it off.
       def worker_memory_limit(bytes, options = {})
-        limit = Configurator::ByteSize.parse(bytes)
+        limit = ByteSize.parse(bytes)
         check(bytes.nil? || (limit && limit >= MIN_MEMORY_LIMIT),
               "worker_memory_limit expects bytes >= #{MIN_MEMORY_LIMIT} (an Integer or a size like \"512MB\"; " \
               "nil: off), got #{bytes.inspect}")

@@ -9,7 +9,7 @@ module Narwhal
     module UnknownDirective
       # preload: whether the file preloads the app (some advice depends on it)
       def self.message(name, args, known, preload: false)
-        Configurator::PumaDirectives.advice(name, args, preload: preload) || "unknown directive #{name}#{guess(name, known)}"
+        PumaDirectives.advice(name, args, preload: preload) || "unknown directive #{name}#{guess(name, known)}"
       end
 
       def self.listen_options(unknown, known)

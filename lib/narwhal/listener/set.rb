@@ -30,7 +30,7 @@ module Narwhal
       # the config names are kept (no gap in accepting), the others closed;
       # with no address configured every inherited socket is kept, and
       # `default` is bound only when nothing was inherited either. Raises
-      # (Listener::Error) with everything taken so far closed.
+      # (Error) with everything taken so far closed.
       def open(addresses, default:)
         inherited = inherit
         addresses = [[default, {}]] if addresses.empty? && inherited.empty?
@@ -52,7 +52,7 @@ module Narwhal
       def listen(address, options = {})
         listener = Listener.new(address.to_s, options, @logger)
         @listeners << listener
-        Listener::Banner.log(@logger, "listening on", listener)
+        Banner.log(@logger, "listening on", listener)
         listener
       end
 
@@ -85,7 +85,7 @@ module Narwhal
 
       def keep(listener)
         @listeners << listener
-        Listener::Banner.log(@logger, "inherited", listener)
+        Banner.log(@logger, "inherited", listener)
       end
 
       def close_unnamed(inherited)

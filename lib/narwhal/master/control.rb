@@ -22,6 +22,10 @@ module Narwhal
     # take the answer; at most MAX_CLIENTS are held, the oldest dropped
     # beyond. Every answer closes its connection.
     class Control
+      autoload :Handover, "narwhal/master/control/handover"
+      autoload :Metrics, "narwhal/master/control/metrics"
+      autoload :Status, "narwhal/master/control/status"
+
       MAX_REQUEST = 4096
       READ_DEADLINE = 5
       WRITE_DEADLINE = 10
@@ -42,7 +46,7 @@ module Narwhal
       HAND_OVER_SECONDS = 1.0
 
       # address: control_listen's; status: a Status (#to_h); listener: the
-      # socket a USR2 predecessor passed down (ControlHandover), or nil.
+      # socket a USR2 predecessor passed down (Handover), or nil.
       def initialize(address, status, logger, read_deadline: READ_DEADLINE, listener: nil)
         @address = address
         @read_deadline = read_deadline
@@ -79,7 +83,7 @@ module Narwhal
 
       # USR2's child, before exec: the socket goes to the new master.
       def pass_on_exec
-        @listener ? ControlHandover.pass_on_exec(@listener) : {}
+        @listener ? Handover.pass_on_exec(@listener) : {}
       end
 
       def started?

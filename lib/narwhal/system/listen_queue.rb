@@ -9,7 +9,7 @@ module Narwhal
     # connections a worker has not accepted yet: the queue climbs while every
     # worker is busy, and a full one drops new connections.
     #
-    #   System::ListenQueue.new.depths([tcp_server, unix_server])  # => { io => [2, 1024], ... }
+    #   ListenQueue.new.depths([tcp_server, unix_server])  # => { io => [2, 1024], ... }
     #
     # TCP: getsockopt(TCP_INFO) on the listening socket, where the kernel
     # reports the accept queue in tcpi_unacked and the backlog in

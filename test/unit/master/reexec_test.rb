@@ -13,7 +13,7 @@ class ReexecTest < Minitest::Test
     @logger = Logger.new(@log)
     @listeners = Narwhal::Listener::Set.new(@logger) # ENV: the exec'd program reads NARWHAL_FD there
     @listeners.open([["127.0.0.1:0", {}]], default: "127.0.0.1:0")
-    @pid_file = Narwhal::PidFile.new(File.join(@dir, "narwhal.pid"))
+    @pid_file = Narwhal::Master::PidFile.new(File.join(@dir, "narwhal.pid"))
     @pid_file.write
     @saved_ctx = Narwhal::START_CTX.dup
   end

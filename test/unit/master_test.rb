@@ -39,7 +39,7 @@ class MasterLoopTest < Minitest::Test
     assert_equal 0, master.join, "the exit status of the pass that ended it"
     assert_equal 1, shut, "shut down once, at the end"
     assert_equal [0.5, 1.0, :sleep, 0.5], signals.waits, "a pass that went well resets the wait"
-    assert_match(/master loop failed: undefined method `pid' for nil; carrying on in 0\.5s\n.*master_loop_test\.rb/,
+    assert_match(/master loop failed: undefined method `pid' for nil; carrying on in 0\.5s\n.*master_test\.rb/,
                  log.string)
     assert_includes log.string, "master loop failed: again; carrying on in 1s\n"
   end

@@ -4,7 +4,7 @@ require "test_helper"
 
 # The control socket passed from an old master to its USR2 successor.
 class ControlHandoverTest < Minitest::Test
-  Handover = Narwhal::Master::ControlHandover
+  Handover = Narwhal::Master::Control::Handover
 
   def setup
     @listener = Narwhal::Listener.new("127.0.0.1:0")

@@ -65,7 +65,7 @@ class ControlTest < Minitest::Test
     assert_equal [200, "ok\n"], get("/health").then { |r| [r.status, r.body] }
     assert_equal [200, "ready\n"], get("/ready?verbose=1").then { |r| [r.status, r.body] }
     metrics = get("/metrics")
-    assert_equal Narwhal::Master::Metrics::CONTENT_TYPE, metrics["content-type"]
+    assert_equal Narwhal::Master::Control::Metrics::CONTENT_TYPE, metrics["content-type"]
     assert_includes metrics.body, "# TYPE narwhal_workers gauge"
     assert_equal %({"pid":1,"ready":true), get("/status").body[0, 21]
     assert_equal 404, get("/").status

@@ -4,7 +4,7 @@ require "test_helper"
 
 class WorkerReportsTest < Minitest::Test
   def test_reports_from_forked_workers_reach_the_master_whole
-    reports = Narwhal::WorkerReports.new
+    reports = Narwhal::Master::WorkerReports.new
     pids = Array.new(3) do |i|
       fork do
         reports.close_reader
@@ -18,13 +18,13 @@ class WorkerReportsTest < Minitest::Test
     kind, message = got[pids[1]]
     assert_equal "failed", kind
     assert message.start_with?("config.ru:1: broken second line éé"), "one line"
-    assert_operator message.bytesize, :<=, Narwhal::WorkerReports::MAX_MESSAGE
+    assert_operator message.bytesize, :<=, Narwhal::Master::WorkerReports::MAX_MESSAGE
     assert message.valid_encoding?
     assert_equal [], reports.drain, "each report is read once"
   end
 
   def test_a_worker_asks_to_be_replaced
-    reports = Narwhal::WorkerReports.new
+    reports = Narwhal::Master::WorkerReports.new
     pid = fork do
       reports.close_reader
       exit!(reports.retire ? 0 : 1)

@@ -19,7 +19,7 @@ class MetricsTest < Minitest::Test
                                { "address" => "127.0.0.1:8080", "queue" => nil, "queue_max" => nil }],
                "events" => { "respawns" => 2, "timeout_kills" => 1 },
                "histogram_bounds" => Narwhal::Scoreboard::HISTOGRAM_BOUNDS }
-    Narwhal::Master::Metrics.render(status)
+    Narwhal::Master::Control::Metrics.render(status)
   end
 
   def test_gauges_counters_and_labels
@@ -44,7 +44,7 @@ class MetricsTest < Minitest::Test
                worker(2, "quitting", 0, [0] * 12, threads: 16)]
     status = { "worker_processes" => 2, "threads" => 4, "workers" => workers, "listeners" => [], "events" => {},
                "histogram_bounds" => Narwhal::Scoreboard::HISTOGRAM_BOUNDS }
-    text = Narwhal::Master::Metrics.render(status)
+    text = Narwhal::Master::Control::Metrics.render(status)
     assert_includes text, %(narwhal_threads{state="busy"} 1\nnarwhal_threads{state="idle"} 19\n)
   end
 

@@ -19,7 +19,7 @@ class SystemdNotifyTest < Minitest::Test
   end
 
   def notifier(env)
-    Narwhal::SystemdNotify.new(@logger, env)
+    Narwhal::Master::SystemdNotify.new(@logger, env)
   end
 
   def test_ready_status_reloading_and_stopping

@@ -9,7 +9,7 @@ class RespawnPolicyTest < Minitest::Test
   EXIT = Status.new("#<Process::Status: pid 1 exit 3>")
 
   def setup
-    @policy = Narwhal::RespawnPolicy.new
+    @policy = Narwhal::Master::RespawnPolicy.new
     @pids = 100
   end
 
@@ -26,7 +26,7 @@ class RespawnPolicyTest < Minitest::Test
   end
 
   def test_delays_double_from_half_a_second_up_to_the_cap
-    assert_equal [0.5, 1, 2, 4, 8, 16, 30, 30], (1..8).map { |n| Narwhal::RespawnPolicy.delay(n) }
+    assert_equal [0.5, 1, 2, 4, 8, 16, 30, 30], (1..8).map { |n| Narwhal::Master::RespawnPolicy.delay(n) }
   end
 
   def test_no_limit_while_nothing_failed

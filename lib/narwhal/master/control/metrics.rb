@@ -1,0 +1,138 @@
+# frozen_string_literal: true
+
+module Narwhal
+  class Master
+    class Control
+      # A Status hash in Prometheus's text exposition format (version 0.0.4),
+      # what GET /metrics answers. Per-worker series carry a `worker` label
+      # (the worker number, which survives respawns; the pid is a gauge):
+      # a respawned worker's counters and histograms start again from zero,
+      # which Prometheus's rate() reads as a counter reset.
+      class Metrics
+        CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+        EVENTS = { "respawns" => "Workers forked to replace one that exited",
+                   "timeout_kills" => "Workers killed for timeout",
+                   "memory_recycles" => "Workers retired for worker_memory_limit",
+                   "request_recycles" => "Workers retired for worker_max_requests" }.freeze
+        COUNTERS = { "connections_accepted" => "Connections the worker accepted",
+                     "requests_rejected" => "Requests the server answered itself (4xx, 408, 413), not the app",
+                     "app_errors" => "Requests answered 500 after the app raised",
+                     "request_timeouts" => "Requests soft_timeout interrupted" }.freeze
+        HISTOGRAMS = { "request_duration" => "Time from the app's call to the response written",
+                       "queue_time" => "Time a request waited before the app started (X-Request-Start)" }.freeze
+
+        def self.render(status)
+          new(status).render
+        end
+
+        def initialize(status)
+          @status = status
+          @out = +""
+        end
+
+        def render
+          workers = @status["workers"]
+          family("narwhal_workers", "gauge", "Workers by state") do
+            Status::STATES.each { |s| sample("narwhal_workers", { "state" => s }, workers.count { |w| w["state"] == s }) }
+          end
+          gauge("narwhal_worker_processes", "Workers the master keeps (worker_processes)", @status["worker_processes"])
+          threads(workers)
+          per_worker(workers)
+          EVENTS.each do |event, help|
+            gauge("narwhal_#{event}_total", help, @status["events"].fetch(event, 0), type: "counter")
+          end
+          listen_queues
+          HISTOGRAMS.each { |name, help| histogram(name, help, workers) }
+          @out
+        end
+
+        private
+
+        def threads(workers)
+          busy = workers.sum { |w| w["busy_threads"] }
+          serving = workers.select { |w| Status.serving?(w) }.sum { |w| w["threads"] }
+          family("narwhal_threads", "gauge", "Request threads of serving workers by state") do
+            sample("narwhal_threads", { "state" => "busy" }, busy)
+            sample("narwhal_threads", { "state" => "idle" }, [serving - busy, 0].max)
+          end
+        end
+
+        def per_worker(workers)
+          per_worker_family(workers, "narwhal_worker_pid", "gauge", "Process id of each worker") { |w| w["pid"] }
+          per_worker_family(workers, "narwhal_worker_requests_total", "counter",
+                            "Requests the worker finished") { |w| w["requests"] }
+          per_worker_family(workers, "narwhal_worker_busy_threads", "gauge",
+                            "Requests the worker is running now") { |w| w["busy_threads"] }
+          per_worker_family(workers, "narwhal_worker_rss_bytes", "gauge", "Resident set size of each worker") do |w|
+            w["rss_bytes"]
+          end
+          COUNTERS.each do |name, help|
+            per_worker_family(workers, "narwhal_worker_#{name}_total", "counter", help) { |w| w["counters"][name] }
+          end
+        end
+
+        def per_worker_family(workers, name, type, help)
+          family(name, type, help) do
+            workers.each do |w|
+              value = yield(w)
+              sample(name, { "worker" => w["nr"].to_s }, value) unless value.nil?
+            end
+          end
+        end
+
+        def listen_queues
+          listeners = @status["listeners"].reject { |l| l["queue"].nil? }
+          family("narwhal_listen_queue", "gauge", "Connections waiting in the listen socket to be accepted") do
+            listeners.each { |l| sample("narwhal_listen_queue", { "listener" => l["address"] }, l["queue"]) }
+          end
+          family("narwhal_listen_queue_max", "gauge", "Most connections the listen socket queues (backlog)") do
+            listeners.each { |l| sample("narwhal_listen_queue_max", { "listener" => l["address"] }, l["queue_max"]) }
+          end
+        end
+
+        # Cumulative buckets per worker, as Prometheus's histograms are.
+        def histogram(key, help, workers)
+          name = "narwhal_#{key}_seconds"
+          bounds = @status["histogram_bounds"].map { |b| format("%g", b) } << "+Inf"
+          family(name, "histogram", help) do
+            workers.each do |w|
+              counts = w["histograms"][key]["counts"]
+              labels = { "worker" => w["nr"].to_s }
+              total = 0
+              bounds.zip(counts).each do |le, count|
+                sample("#{name}_bucket", labels.merge("le" => le), total += count)
+              end
+              sample("#{name}_sum", labels, w["histograms"][key]["sum"])
+              sample("#{name}_count", labels, total)
+            end
+          end
+        end
+
+        def gauge(name, help, value, type: "gauge")
+          family(name, type, help) { sample(name, {}, value) }
+        end
+
+        def family(name, type, help)
+          @out << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n"
+          yield
+        end
+
+        def sample(name, labels, value)
+          @out << name
+          unless labels.empty?
+            @out << "{" << labels.map { |k, v| "#{k}=\"#{escape(v)}\"" }.join(",") << "}"
+          end
+          @out << " " << number(value) << "\n"
+        end
+
+        def number(value)
+          value.is_a?(Float) ? format("%.9g", value) : value.to_s
+        end
+
+        def escape(value)
+          value.to_s.gsub(/[\\"\n]/, "\\" => "\\\\", "\"" => "\\\"", "\n" => "\\n")
+        end
+      end
+    end
+  end
+end
