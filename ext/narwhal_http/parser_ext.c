@@ -310,7 +310,7 @@ long nw_http_parser_head(VALUE parser, VALUE env, VALUE buf, long off)
 }
 
 /* The head parsed is a whole request the loop serves itself: complete,
- * no body, no 100-continue, no proxy queue stamp (QueueTime is Ruby's). */
+ * no body, no 100-continue, no proxy queue stamp (Responder::QueueTime is Ruby's). */
 int nw_http_parser_plain(VALUE parser)
 {
   parser_wrap *w = get_wrap(parser);
@@ -375,7 +375,7 @@ static VALUE parser_body_done_p(VALUE self)
 }
 
 /* queue_stamp? -> true when the head had X-Request-Start or X-Queue-Start:
- * only then is the env looked up for them (QueueTime), which costs more
+ * only then is the env looked up for them (Responder::QueueTime), which costs more
  * than the rest of a request's bookkeeping. */
 static VALUE parser_queue_stamp_p(VALUE self)
 {

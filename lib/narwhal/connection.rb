@@ -4,7 +4,7 @@ require "socket"
 
 module Narwhal
   # The reading side of one client connection: reads bytes as they arrive,
-  # parses them (HttpParser), stores the body (Input), answers
+  # parses them (HttpParser), stores the body (Request::Input), answers
   # `Expect: 100-continue`, and hands each complete request to the
   # dispatcher. Requests it will not serve get their 4xx here, then the
   # connection lingers (drains what the client still sends) and closes.
@@ -25,6 +25,7 @@ module Narwhal
   # bytes), keepalive_timeout between requests.
   class Connection
     autoload :Factory, "narwhal/connection/factory"
+    autoload :PendingSend, "narwhal/connection/pending_send"
 
     READ_SIZE = RequestLoop::READ_SIZE # the C loop reads as much at a time
     EMPTY_BUFFER = "".b.freeze
@@ -145,7 +146,7 @@ module Narwhal
     end
 
     # No request has been complete on it yet: a new connection whose first
-    # request has not arrived (AcceptGate counts it as claiming a thread).
+    # request has not arrived (Dispatcher::AcceptGate counts it as claiming a thread).
     def awaiting_first_request?
       @requests.zero?
     end
@@ -291,7 +292,7 @@ module Narwhal
       end
     rescue HttpParserError => e
       reject(e.status)
-    rescue Input::StorageError => e
+    rescue Request::Input::StorageError => e
       refuse_body(e)
     end
 
@@ -300,7 +301,7 @@ module Narwhal
       length = @parser.content_length
       if @parser.chunked? || (length && length.positive?)
         @state = BODY
-        @input = Input.new(@context.limits.body_buffer_size, @parser.chunked? ? nil : length)
+        @input = Request::Input.new(@context.limits.body_buffer_size, @parser.chunked? ? nil : length)
         return @out.write_or_spool(CONTINUE) if @parser.expect_continue? && @parser.http11? && @off >= @buf.bytesize
       else
         @state = IDLE
@@ -406,8 +407,8 @@ module Narwhal
     # time).
     def send_error(status)
       head = @request.head?
-      @context.access_log&.refused(@env || EMPTY_ENV, status, ErrorResponse.body_bytesize(status, head: head))
-      @out.write_or_spool(ErrorResponse.bytes(status, head: head))
+      @context.access_log&.refused(@env || EMPTY_ENV, status, ResponseWriter::ErrorResponse.body_bytesize(status, head: head))
+      @out.write_or_spool(ResponseWriter::ErrorResponse.bytes(status, head: head))
     rescue IOError, SystemCallError
       false
     end

@@ -6,6 +6,9 @@ module Narwhal
   # is told what became of the connection (Responder's KEEP, CLOSE or
   # HIJACKED).
   module Dispatcher
+    autoload :AcceptGate, "narwhal/dispatcher/accept_gate"
+    autoload :ForkGuard, "narwhal/dispatcher/fork_guard"
+
     # One thread (`threads 1`): while the app runs, the worker waits on
     # nothing, so it accepts nothing (one request at a time per process,
     # as in Unicorn).

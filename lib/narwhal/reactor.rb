@@ -35,8 +35,9 @@ module Narwhal
   # waits nowhere, so it is never the one woken. Accepting can be paused
   # and resumed (Acceptors): on its own when accept(2) fails for want of
   # descriptors, by the caller, at `max_handlers` connections, and with
-  # request threads by an AcceptGate.
+  # request threads by an Dispatcher::AcceptGate.
   class Reactor
+    autoload :AcceptBackoff, "narwhal/reactor/accept_backoff"
     autoload :Acceptors, "narwhal/reactor/acceptors"
     autoload :Threads, "narwhal/reactor/threads"
 
@@ -57,7 +58,7 @@ module Narwhal
     end
 
     # max_handlers: connections held at most (worker_connections); gate:
-    # an AcceptGate (request threads) or nil (one thread).
+    # an Dispatcher::AcceptGate (request threads) or nil (one thread).
     def initialize(logger, max_handlers: Float::INFINITY, gate: nil)
       @logger = logger
       @threaded = !gate.nil?

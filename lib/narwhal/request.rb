@@ -12,6 +12,9 @@ module Narwhal
   # connection: rack.hijack, rack.early_hints and the lists behind
   # rack.response_finished and rack.after_reply.
   class Request
+    autoload :Input, "narwhal/request/input"
+    autoload :NullInput, "narwhal/request/input"
+
     REMOTE_ADDR = "REMOTE_ADDR"
     RACK_INPUT = "rack.input"
     RACK_HIJACK = "rack.hijack"
@@ -70,7 +73,7 @@ module Narwhal
 
     # The request is complete: input is its body (nil without one);
     # queue_stamp: its head has a proxy's X-Request-Start (or
-    # X-Queue-Start), which only then is looked for (QueueTime); method:
+    # X-Queue-Start), which only then is looked for (Responder::QueueTime); method:
     # its REQUEST_METHOD, when the caller has it at hand.
     def complete(input, http11, keepalive, queue_stamp = false, method = @env[REQUEST_METHOD])
       @env[RACK_INPUT] = input.to_io if input
@@ -113,9 +116,9 @@ module Narwhal
     # rack.hijack (full hijack): the app takes the socket, after anything
     # spooled for it (103 Early Hints). env["rack.hijack"] is the request
     # itself: the app calls it. It and #early_hints write from within the
-    # app's code: a soft timeout waits for them (SoftTimeout.deferred).
+    # app's code: a soft timeout waits for them (Responder::SoftTimeout.deferred).
     def hijack
-      SoftTimeout.deferred { @out.flush }
+      Responder::SoftTimeout.deferred { @out.flush }
       @hijacked = true
       @env[RACK_HIJACK_IO] = @out.io if @env
       @out.io
@@ -124,7 +127,7 @@ module Narwhal
 
     # rack.early_hints: 103 to an HTTP/1.1 client, nothing to others.
     def early_hints(headers)
-      SoftTimeout.deferred { ResponseWriter.early_hints(@out, headers) } if (@flags & HTTP11) != 0
+      Responder::SoftTimeout.deferred { ResponseWriter.early_hints(@out, headers) } if (@flags & HTTP11) != 0
       nil
     end
   end

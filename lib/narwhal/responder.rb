@@ -21,6 +21,9 @@ module Narwhal
   # env just before the app runs; with access_log on, the request's line
   # is written once its response is handed to the connection.
   class Responder
+    autoload :QueueTime, "narwhal/responder/queue_time"
+    autoload :SoftTimeout, "narwhal/responder/soft_timeout"
+
     KEEP = :keep
     CLOSE = :close
     HIJACKED = :hijacked
@@ -118,7 +121,7 @@ module Narwhal
     # A hijacked response counts what narwhal wrote before the app took the
     # socket.
     def log_request(request, env, started, queue_time)
-      bytes = if @answered then ErrorResponse.body_bytesize(@answered, head: request.head?)
+      bytes = if @answered then ResponseWriter::ErrorResponse.body_bytesize(@answered, head: request.head?)
               elsif @status && @writer.started then [request.out.sent - @mark - @writer.head_bytesize, 0].max
               else 0
               end
@@ -184,7 +187,7 @@ module Narwhal
       return if (@status && @writer.started) || request.hijacked?
 
       @answered = 500
-      request.out.write(ErrorResponse.bytes(500, head: request.head?))
+      request.out.write(ResponseWriter::ErrorResponse.bytes(500, head: request.head?))
     rescue IOError, SystemCallError
       nil
     end
@@ -216,7 +219,7 @@ module Narwhal
       return if in_close || @watch.response_started? || request.hijacked?
 
       @answered = 503
-      request.out.write(ErrorResponse.bytes(503, head: request.head?))
+      request.out.write(ResponseWriter::ErrorResponse.bytes(503, head: request.head?))
     rescue IOError, SystemCallError
       nil
     end

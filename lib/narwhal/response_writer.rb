@@ -5,6 +5,9 @@ module Narwhal
   # validated in C (ResponseHead); this class drives the body. One per
   # Responder: its head buffer is reused for every response.
   class ResponseWriter
+    autoload :ErrorResponse, "narwhal/response_writer/error_response"
+    autoload :OutputStream, "narwhal/response_writer/output_stream"
+
     HIJACKED = :hijacked
     HEAD_END = "\r\n\r\n"
     # Seconds the advertised idle timeout stays below keepalive_timeout: a

@@ -10,7 +10,7 @@ module Narwhal
   # With `threads 1` the app runs on the reactor's own thread
   # (Dispatcher::Inline): no other Ruby thread. With more, N threads run
   # the reactor's loop and each runs the requests it reads
-  # (Dispatcher::Threaded); an AcceptGate decides when to accept.
+  # (Dispatcher::Threaded); an Dispatcher::AcceptGate decides when to accept.
   #
   # A worker runs one of these after the master forks it. A program may
   # also run one on its own (standalone: no master, no workers; it binds or
@@ -53,8 +53,8 @@ module Narwhal
       @slot = slot
       @counters = scoreboard.worker_slot(slot)
       # one per process: the bound on what its connections spool together
-      @spool_budget = SpoolBudget.from_config(config)
-      @soft_timeout = SoftTimeout.new(config[:soft_timeout], @logger) if config[:soft_timeout]
+      @spool_budget = SocketWriter::SpoolBudget.from_config(config)
+      @soft_timeout = Responder::SoftTimeout.new(config[:soft_timeout], @logger) if config[:soft_timeout]
       path, format = config[:access_log]
       @access_log = path && AccessLog.open(path, format, @logger)
       @context = Connection::Context.new(@limits, dispatcher, @logger, @counters, true, @access_log)
@@ -78,7 +78,7 @@ module Narwhal
 
     def run
       bind if @standalone && @listeners.empty?
-      gate = threaded? ? AcceptGate.new(@threads, @scoreboard, @slot, @listeners.map(&:io)) : nil
+      gate = threaded? ? Dispatcher::AcceptGate.new(@threads, @scoreboard, @slot, @listeners.map(&:io)) : nil
       cap = Configurator::ConnectionCap.new(@config[:worker_connections]).limit
       @reactor = Reactor.new(@logger, max_handlers: cap, gate: gate)
       @dispatcher.reactor = @reactor if threaded?
@@ -86,7 +86,7 @@ module Narwhal
       install_signals
       @reactor.watch(@master_pipe) { master_gone } if @master_pipe
       @reactor.on_sweep { on_sweep }
-      ForkGuard.arm(@threads) if threaded?
+      Dispatcher::ForkGuard.arm(@threads) if threaded?
       @soft_timeout&.start
       @counters.accepting = @threads # siblings count this many sub-slots as threads
       @reactor.publish_waiting(@counters) if threaded? # siblings see its idle threads
@@ -94,7 +94,7 @@ module Narwhal
       threaded? ? @reactor.run(threads: @threads) { |i| start_thread(i) } : @reactor.run
     ensure
       @counters.accepting = false
-      ForkGuard.disarm
+      Dispatcher::ForkGuard.disarm
       @soft_timeout&.stop
       @listeners.each(&:close) if @standalone
       @standalone ? @access_log&.close : @access_log&.flush
@@ -163,7 +163,7 @@ module Narwhal
       {
         "rack.version" => rack_version,
         "rack.errors" => $stderr,
-        "rack.input" => NullInput::INSTANCE,
+        "rack.input" => Request::NullInput::INSTANCE,
         "rack.multithread" => @threads > 1,
         "rack.multiprocess" => @config[:worker_processes].to_i > 1,
         "rack.run_once" => false,

@@ -1,17 +1,9 @@
 # frozen_string_literal: true
 
 module Narwhal
-  # The client went away (or stopped taking data) while we sent a response.
-  # An IOError, so that apps rescuing IOError around stream writes still see
-  # it; the server tells it apart from the app's own I/O errors.
-  class ClientGone < IOError; end
-
-  # A client took no bytes for write_timeout seconds.
-  class WriteTimeout < ClientGone; end
-
   # Writes a connection's responses to its non-blocking socket without
   # waiting for the client: what the socket will not take now goes to the
-  # connection's ResponseSpool, which every later write first tries to send
+  # connection's Spool, which every later write first tries to send
   # (so a client that reads promptly gets each byte as it is written), and
   # which the reactor finishes sending once the response is complete
   # (#pending?, #flush_nonblock).
@@ -21,6 +13,9 @@ module Narwhal
   # instead, giving up with WriteTimeout when the client takes nothing for
   # `timeout` seconds. Socket errors surface as ClientGone.
   class SocketWriter
+    autoload :Spool, "narwhal/socket_writer/spool"
+    autoload :SpoolBudget, "narwhal/socket_writer/spool_budget"
+
     # Bytes handed to sendfile(2) per call.
     FILE_SLICE = 1024 * 1024
     # Read size where sendfile(2) is not available.
@@ -75,7 +70,7 @@ module Narwhal
 
         str = str.byteslice(n, str.bytesize - n) unless n == :wait_writable
       end
-      @budget ? (@spool ||= ResponseSpool.new(@budget)).append(str) : false
+      @budget ? (@spool ||= Spool.new(@budget)).append(str) : false
     rescue StandardError => e
       raise client_gone(e)
     end
@@ -103,11 +98,11 @@ module Narwhal
     end
 
     # Sends what the socket takes now of the spool; returns the bytes sent.
-    # Raises ClientGone, or ResponseSpool::ShortFile when a file body ended
+    # Raises ClientGone, or Spool::ShortFile when a file body ended
     # early (the spool is dropped either way).
     def flush_nonblock
       @spool.flush_nonblock(io)
-    rescue ResponseSpool::ShortFile
+    rescue Spool::ShortFile
       discard_spool
       raise
     rescue StandardError => e
@@ -133,7 +128,7 @@ module Narwhal
     # dropped, as the response cannot be completed. Anything else unchanged.
     def client_gone(error)
       return error unless error.is_a?(IOError) || error.is_a?(SystemCallError) ||
-                          error.is_a?(ResponseSpool::ShortFile)
+                          error.is_a?(Spool::ShortFile)
 
       discard_spool
       error.is_a?(ClientGone) ? error : ClientGone.new("#{error.class}: #{error.message}")
@@ -148,7 +143,7 @@ module Narwhal
 
     # rest: what the socket did not take of a write.
     def spool_or_wait(rest)
-      return if @budget && (@spool ||= ResponseSpool.new(@budget)).append(rest)
+      return if @budget && (@spool ||= Spool.new(@budget)).append(rest)
 
       wait_for_spool
       write_waiting(rest)
@@ -159,7 +154,7 @@ module Narwhal
     def spool_file(file, offset, length)
       return false unless @budget&.spooling?
 
-      (@spool ||= ResponseSpool.new(@budget)).append_file(file, offset, length)
+      (@spool ||= Spool.new(@budget)).append_file(file, offset, length)
     end
 
     def wait_for_spool

@@ -34,7 +34,7 @@ class IdleConnectionsTest < Minitest::Test
   end
 
   # With threads a connection accepted without its request claims a thread
-  # for a moment (AcceptGate::FRESH_GRACE), unless the listen queue is deep:
+  # for a moment (Dispatcher::AcceptGate::FRESH_GRACE), unless the listen queue is deep:
   # a crowd of idle connections must not be accepted at the pace of threads.
   def test_five_threads_one_worker
     assert_fast_client_served(workers: 1, threads: 5)

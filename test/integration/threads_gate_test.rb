@@ -61,7 +61,7 @@ class ThreadsGateTest < Minitest::Test
       assert_equal 200, c.read_response(timeout: 10).status
       now - t0
     end
-    # deferring to the full worker costs AcceptGate::PENDING_GRACE (0.1 s) each
+    # deferring to the full worker costs Dispatcher::AcceptGate::PENDING_GRACE (0.1 s) each
     assert_operator took.sort[3], :<, 0.08, "median time to a response, of #{took.map { |t| t.round(3) }}"
   ensure
     File.write(File.join(@server.dir, "release-x"), "") if @server

@@ -7,5 +7,5 @@ module ServingLimits
                                        max_header_size: 4096, max_header_fields: 50, keepalive_timeout: 5,
                                        keepalive_requests: 100, client_header_timeout: 10,
                                        client_body_timeout: 3, write_timeout: 5).freeze
-  TEMPLATE = { "rack.input" => Narwhal::NullInput::INSTANCE, "SCRIPT_NAME" => "" }.freeze
+  TEMPLATE = { "rack.input" => Narwhal::Request::NullInput::INSTANCE, "SCRIPT_NAME" => "" }.freeze
 end

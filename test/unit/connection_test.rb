@@ -14,7 +14,7 @@ class ConnectionTest < Minitest::Test
                       max_header_size: 4096, max_header_fields: 50, keepalive_timeout: 5,
                       keepalive_requests: 100, client_header_timeout: 10, client_body_timeout: 3,
                       write_timeout: 5).freeze
-  TEMPLATE = { "rack.input" => Narwhal::NullInput::INSTANCE, "SCRIPT_NAME" => "" }.freeze
+  TEMPLATE = { "rack.input" => Narwhal::Request::NullInput::INSTANCE, "SCRIPT_NAME" => "" }.freeze
 
   # Records each request as the app would see it; answers with outcome.
   class FakeDispatcher
@@ -217,7 +217,7 @@ class ConnectionTest < Minitest::Test
   # The connection with a writer that spools, as a worker's are; the app
   # answers /big with more than the socket takes.
   def spooling(keepalive: true)
-    @budget = Narwhal::SpoolBudget.new(64 * 1024 * 1024, 64 * 1024, disk_reserve: 0)
+    @budget = Narwhal::SocketWriter::SpoolBudget.new(64 * 1024 * 1024, 64 * 1024, disk_reserve: 0)
     context = Narwhal::Connection::Context.new(LIMITS, @dispatcher, Logger.new(@log), @counters, keepalive)
     @request = Narwhal::Request.new(TEMPLATE, Narwhal::SocketWriter.new(@server, 5, @budget), "10.0.0.1")
     @conn = Narwhal::Connection.new(@server, @request, context)

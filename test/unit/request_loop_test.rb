@@ -267,7 +267,7 @@ class RequestLoopTest < Minitest::Test
     body = Object.new
     body.define_singleton_method(:each) { |&b| 10.times { b.call("y" * 10_000) } }
     @app = ->(_env) { [200, {}, body] }
-    conn = connection(budget: Narwhal::SpoolBudget.new(1 << 20, 16_384))
+    conn = connection(budget: Narwhal::SocketWriter::SpoolBudget.new(1 << 20, 16_384))
     assert_equal :write, send_bytes(conn, GET)
     assert_equal :close, conn.on_timeout
     assert_match(%r{write timeout: client took no data for 5s, closing \(GET /a\)}, @log.string)

@@ -159,7 +159,7 @@ class ResponderTest < Minitest::Test
   def soft_responder(app, seconds: 0.1)
     board = Narwhal::Scoreboard.new(1)
     @thread_slot = board.thread_slot(0, 0)
-    @soft = Narwhal::SoftTimeout.new(seconds, Logger.new(@log)).start
+    @soft = Narwhal::Responder::SoftTimeout.new(seconds, Logger.new(@log)).start
     @interrupted = 0
     watch = @soft.watch(Thread.current, @thread_slot)
     Narwhal::WatchedResponder.new(app, Logger.new(@log), @thread_slot, @counters,

@@ -10,7 +10,7 @@ class SocketWriterTest < Minitest::Test
   BIG = 4 * 1024 * 1024 # more than a socket pair buffers
 
   def setup
-    @budget = Narwhal::SpoolBudget.new(64 * 1024 * 1024, 64 * 1024, disk_reserve: 0)
+    @budget = Narwhal::SocketWriter::SpoolBudget.new(64 * 1024 * 1024, 64 * 1024, disk_reserve: 0)
     @sock, @peer = UNIXSocket.pair
     @writer = Narwhal::SocketWriter.new(@sock, 0.3, @budget)
   end
@@ -87,7 +87,7 @@ class SocketWriterTest < Minitest::Test
   end
 
   def test_a_budget_of_zero_spools_nothing_not_even_a_file_range
-    writer = Narwhal::SocketWriter.new(@sock, 0.3, Narwhal::SpoolBudget.new(0, 64 * 1024))
+    writer = Narwhal::SocketWriter.new(@sock, 0.3, Narwhal::SocketWriter::SpoolBudget.new(0, 64 * 1024))
     Tempfile.create("body") do |f|
       f.write("x" * BIG)
       f.flush
@@ -98,7 +98,7 @@ class SocketWriterTest < Minitest::Test
 
   # Memory and disk both spent: 1 MiB in all.
   def full_budget(**disk)
-    Narwhal::SpoolBudget.new(512 * 1024, 64 * 1024, disk_max: 512 * 1024, disk_reserve: 0, **disk)
+    Narwhal::SocketWriter::SpoolBudget.new(512 * 1024, 64 * 1024, disk_max: 512 * 1024, disk_reserve: 0, **disk)
   end
 
   def assert_waits_under_the_timeout(budget)

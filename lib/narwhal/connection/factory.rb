@@ -19,7 +19,7 @@ module Narwhal
       # access log, soft_timeout): the caller accepts in Ruby (#call).
       UNSERVED = :unserved
 
-      # budget: the worker's SpoolBudget (nil: never spool); threaded: request
+      # budget: the worker's SocketWriter::SpoolBudget (nil: never spool); threaded: request
       # threads (ThreadedRequest); counting: the access log counts bytes sent.
       def initialize(listener, template, context, counters, budget:, early_hints:, threaded:, counting:)
         @listener = listener

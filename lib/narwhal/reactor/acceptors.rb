@@ -5,7 +5,7 @@ module Narwhal
     # When and what a reactor accepts: its listeners, which are in the
     # epoll set unless something holds them out (the caller, a back-off
     # after accept(2) failed for want of descriptors, the connection limit,
-    # with request threads the AcceptGate or a crowd's share taken, a
+    # with request threads the Dispatcher::AcceptGate or a crowd's share taken, a
     # stop), and the drain of the
     # listen queue on a graceful stop. Any loop thread may call in; the
     # state is changed under one lock, never held while a request runs.
@@ -77,9 +77,9 @@ module Narwhal
       # requests: let in one per round, the last of a crowd waited a round
       # for each connection ahead of it. So such a worker lets in what
       # waits (up to CROWD_MAX; with crowded siblings, its share:
-      # AcceptGate#crowd_room) and leaves each connection to take its own
+      # Dispatcher::AcceptGate#crowd_room) and leaves each connection to take its own
       # turn behind the requests that came before it. Not
-      # while a sibling has a thread waiting (AcceptGate#crowd_welcome?).
+      # while a sibling has a thread waiting (Dispatcher::AcceptGate#crowd_welcome?).
       # Else one, served here. (A crowded worker also looks at the queues
       # itself: #admit.)
       def ready(fd)
@@ -249,14 +249,14 @@ module Narwhal
       end
 
       # Takes the connections waiting, for the loop to serve: up to
-      # CROWD_MAX, with crowded siblings its share (AcceptGate#crowd_room).
+      # CROWD_MAX, with crowded siblings its share (Dispatcher::AcceptGate#crowd_room).
       # With its share taken, its listeners leave the epoll set until a
       # look (#admit) finds room again: their report, still ready, would
       # come back at once to a thread that takes nothing (each thread
       # that came back from a request would spin on it, and never wait
       # idle: the worker would stay crowded), and meanwhile siblings must
       # not count this worker's idle threads and leave it the crowd
-      # (AcceptGate#listening).
+      # (Dispatcher::AcceptGate#listening).
       def let_in(acceptor)
         room = @gate.crowd_room(@reactor.handler_count).clamp(0, CROWD_MAX)
         return crowd_full if room.zero?
@@ -284,7 +284,7 @@ module Narwhal
       end
 
       # A new connection whose request has not come claims a thread for a
-      # moment (AcceptGate).
+      # moment (Dispatcher::AcceptGate).
       def accepted(handler)
         return unless @gate && handler.awaiting_first_request?
 

@@ -7,7 +7,7 @@ module Narwhal
   module System
     # A temporary file with no name: the disk space it holds is freed when it
     # is closed, or when the process dies however it dies. Request bodies
-    # (Input) and spooled responses (ResponseSpool) go there once they
+    # (Request::Input) and spooled responses (SocketWriter::Spool) go there once they
     # outgrow memory.
     module UnlinkedTempfile
       # Opens one in dir: O_TMPFILE where the file system has it, else a fresh

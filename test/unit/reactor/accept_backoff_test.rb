@@ -9,7 +9,7 @@ class AcceptBackoffTest < Minitest::Test
     @out = StringIO.new
     logger = Logger.new(@out)
     logger.formatter = ->(severity, _time, _prog, message) { "#{severity} #{message}\n" }
-    @backoff = Narwhal::AcceptBackoff.new(logger)
+    @backoff = Narwhal::Reactor::AcceptBackoff.new(logger)
   end
 
   def emfile

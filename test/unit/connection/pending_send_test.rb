@@ -9,10 +9,10 @@ require "logger"
 class PendingSendTest < Minitest::Test
   def setup
     @sock, @peer = UNIXSocket.pair
-    @budget = Narwhal::SpoolBudget.new(64 * 1024 * 1024, 64 * 1024, disk_reserve: 0)
+    @budget = Narwhal::SocketWriter::SpoolBudget.new(64 * 1024 * 1024, 64 * 1024, disk_reserve: 0)
     @out = Narwhal::SocketWriter.new(@sock, 5, @budget)
     @log = StringIO.new
-    @send = Narwhal::PendingSend.new(@out, 2, Logger.new(@log))
+    @send = Narwhal::Connection::PendingSend.new(@out, 2, Logger.new(@log))
     @env = { "REQUEST_METHOD" => "GET", "PATH_INFO" => "/big" }
   end
 

@@ -8,8 +8,8 @@ require "socket"
 # leaving nothing behind.
 class ResponseSpoolTest < Minitest::Test
   def setup
-    @budget = Narwhal::SpoolBudget.new(1024 * 1024, 16, disk_reserve: 0)
-    @spool = Narwhal::ResponseSpool.new(@budget)
+    @budget = Narwhal::SocketWriter::SpoolBudget.new(1024 * 1024, 16, disk_reserve: 0)
+    @spool = Narwhal::SocketWriter::Spool.new(@budget)
     @out, @in = UNIXSocket.pair
     @before = open_files
   end
@@ -115,9 +115,9 @@ class ResponseSpoolTest < Minitest::Test
   end
 
   def test_once_the_workers_memory_is_spent_bytes_go_to_the_temporary_file
-    budget = Narwhal::SpoolBudget.new(20, 16, disk_reserve: 0)
-    first = Narwhal::ResponseSpool.new(budget)
-    second = Narwhal::ResponseSpool.new(budget)
+    budget = Narwhal::SocketWriter::SpoolBudget.new(20, 16, disk_reserve: 0)
+    first = Narwhal::SocketWriter::Spool.new(budget)
+    second = Narwhal::SocketWriter::Spool.new(budget)
     assert first.append("a" * 15)
     assert second.append("b" * 10), "15 + 10 is past 20 bytes of memory: on disk"
     assert_equal [15, 10], [budget.memory_used, budget.disk_used]
@@ -128,8 +128,8 @@ class ResponseSpoolTest < Minitest::Test
   end
 
   def test_past_the_per_response_disk_limit_append_refuses_and_keeps_nothing
-    budget = Narwhal::SpoolBudget.new(1024, 16, file_max: 50, disk_reserve: 0)
-    spool = Narwhal::ResponseSpool.new(budget)
+    budget = Narwhal::SocketWriter::SpoolBudget.new(1024, 16, file_max: 50, disk_reserve: 0)
+    spool = Narwhal::SocketWriter::Spool.new(budget)
     assert spool.append("a" * 15)
     assert spool.append("b" * 30)
     refute spool.append("c" * 30), "30 + 30 in the file is past 50"
@@ -140,9 +140,9 @@ class ResponseSpoolTest < Minitest::Test
   end
 
   def test_past_the_workers_disk_limit_append_refuses_and_keeps_nothing
-    budget = Narwhal::SpoolBudget.new(1024, 0, disk_max: 50, disk_reserve: 0)
-    first = Narwhal::ResponseSpool.new(budget)
-    second = Narwhal::ResponseSpool.new(budget)
+    budget = Narwhal::SocketWriter::SpoolBudget.new(1024, 0, disk_max: 50, disk_reserve: 0)
+    first = Narwhal::SocketWriter::Spool.new(budget)
+    second = Narwhal::SocketWriter::Spool.new(budget)
     assert first.append("a" * 40)
     refute second.append("b" * 20), "40 + 20 on the worker's disk is past 50"
     assert second.empty?
@@ -154,8 +154,8 @@ class ResponseSpoolTest < Minitest::Test
 
   def test_below_the_free_space_reserve_append_refuses_and_keeps_nothing
     free = 1000
-    budget = Narwhal::SpoolBudget.new(1024, 0, disk_reserve: 900, free_space: -> { free })
-    spool = Narwhal::ResponseSpool.new(budget)
+    budget = Narwhal::SocketWriter::SpoolBudget.new(1024, 0, disk_reserve: 900, free_space: -> { free })
+    spool = Narwhal::SocketWriter::Spool.new(budget)
     assert spool.append("a" * 100)
     free = 900
     refute spool.append("b"), "the file system keeps its reserve"
@@ -165,8 +165,8 @@ class ResponseSpoolTest < Minitest::Test
   end
 
   def test_disk_bytes_stay_counted_until_the_file_drains
-    budget = Narwhal::SpoolBudget.new(1024, 0, disk_reserve: 0)
-    spool = Narwhal::ResponseSpool.new(budget)
+    budget = Narwhal::SocketWriter::SpoolBudget.new(1024, 0, disk_reserve: 0)
+    spool = Narwhal::SocketWriter::Spool.new(budget)
     @out.setsockopt(Socket::SOL_SOCKET, Socket::SO_SNDBUF, 4096)
     spool.append("x" * 200_000)
     spool.flush_nonblock(@out)
@@ -198,7 +198,7 @@ class ResponseSpoolTest < Minitest::Test
       f.write("abc")
       f.flush
       @spool.append_file(f, 0, 10)
-      assert_raises(Narwhal::ResponseSpool::ShortFile) { @spool.flush_nonblock(@out) }
+      assert_raises(Narwhal::SocketWriter::Spool::ShortFile) { @spool.flush_nonblock(@out) }
     end
   end
 

@@ -8,7 +8,7 @@ class QueueTimeTest < Minitest::Test
   NOW = 1_700_000_000.5
 
   def queue(value, header: "HTTP_X_REQUEST_START")
-    Narwhal::QueueTime.seconds({ header => value }, NOW)
+    Narwhal::Responder::QueueTime.seconds({ header => value }, NOW)
   end
 
   def test_seconds_milliseconds_and_microseconds_with_or_without_t
@@ -24,7 +24,7 @@ class QueueTimeTest < Minitest::Test
   def test_x_queue_start_when_x_request_start_is_absent
     assert_in_delta 0.5, queue("t=1700000000000", header: "HTTP_X_QUEUE_START")
     env = { "HTTP_X_REQUEST_START" => "t=1700000000400", "HTTP_X_QUEUE_START" => "t=1700000000000" }
-    assert_in_delta 0.1, Narwhal::QueueTime.seconds(env, NOW)
+    assert_in_delta 0.1, Narwhal::Responder::QueueTime.seconds(env, NOW)
   end
 
   def test_a_stamp_slightly_ahead_is_no_wait_and_further_ahead_or_too_old_is_ignored
@@ -44,9 +44,9 @@ class QueueTimeTest < Minitest::Test
 
   def test_nothing_without_the_headers_and_no_allocation
     env = { "PATH_INFO" => "/" }
-    assert_nil Narwhal::QueueTime.seconds(env)
+    assert_nil Narwhal::Responder::QueueTime.seconds(env)
     # (GC.stat itself may count one or two)
-    assert_operator allocations { Narwhal::QueueTime.seconds(env) }, :<, 10
+    assert_operator allocations { Narwhal::Responder::QueueTime.seconds(env) }, :<, 10
   end
 
   # Objects allocated by 1,000 runs of the block.
@@ -63,6 +63,6 @@ class QueueTimeTest < Minitest::Test
 
   def test_against_the_real_clock
     stamp = format("t=%.3f", Process.clock_gettime(Process::CLOCK_REALTIME) - 2)
-    assert_in_delta 2.0, Narwhal::QueueTime.seconds({ "HTTP_X_REQUEST_START" => stamp }), 0.5
+    assert_in_delta 2.0, Narwhal::Responder::QueueTime.seconds({ "HTTP_X_REQUEST_START" => stamp }), 0.5
   end
 end

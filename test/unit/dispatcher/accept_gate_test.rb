@@ -13,7 +13,7 @@ class AcceptGateTest < Minitest::Test
     @board = Narwhal::Scoreboard.new(2, threads: 4)
     @board.span = 2
     @listener = TCPServer.new("127.0.0.1", 0)
-    @gate = Narwhal::AcceptGate.new(4, @board, 0, [@listener])
+    @gate = Narwhal::Dispatcher::AcceptGate.new(4, @board, 0, [@listener])
     @now = 100.0
     @clients = []
   end
@@ -46,7 +46,7 @@ class AcceptGateTest < Minitest::Test
     @board.worker_slot(1).serving = true
     @board.worker_slot(0).serving = true
     @gate.holding(7)
-    sibling = Narwhal::AcceptGate.new(4, @board, 1, [@listener])
+    sibling = Narwhal::Dispatcher::AcceptGate.new(4, @board, 1, [@listener])
     assert_equal 11, sibling.crowd_room(0), "the sibling reads what this one holds"
   end
 
@@ -80,7 +80,7 @@ class AcceptGateTest < Minitest::Test
     assert @gate.open?(@now)
     @gate.accepted(FakeConnection.new(true), @now)
     refute @gate.open?(@now)
-    assert @gate.open?(@now + Narwhal::AcceptGate::FRESH_GRACE), "the claim expires"
+    assert @gate.open?(@now + Narwhal::Dispatcher::AcceptGate::FRESH_GRACE), "the claim expires"
   end
 
   # Idle connections arriving in a crowd: holding them in the listen queue
@@ -88,7 +88,7 @@ class AcceptGateTest < Minitest::Test
   def test_a_deep_listen_queue_opens_a_gate_that_claims_closed
     busy(0, 3)
     @gate.accepted(FakeConnection.new(true), @now)
-    connect(Narwhal::AcceptGate::QUEUE_VALVE - 1)
+    connect(Narwhal::Dispatcher::AcceptGate::QUEUE_VALVE - 1)
     refute @gate.open?(@now)
     connect(1)
     wait_until(message: "a deep listen queue opens the gate") { @gate.open?(@now) }
@@ -99,11 +99,11 @@ class AcceptGateTest < Minitest::Test
     assert @gate.open?(@now), "no sibling accepts"
     @board.worker_slot(1).accepting = 4 # 4 idle threads there
     refute @gate.open?(@now), "the sibling has more idle threads"
-    assert_equal Narwhal::AcceptGate::RECHECK, @gate.recheck_in
+    assert_equal Narwhal::Dispatcher::AcceptGate::RECHECK, @gate.recheck_in
     connect(1)
     wait_until(message: "a connection in the listen queue") { IO.select([@listener], nil, nil, 0) }
     refute @gate.open?(@now), "waiting, but not long yet"
-    assert @gate.open?(@now + Narwhal::AcceptGate::PENDING_GRACE + 0.01), "the sibling does not take it: take it"
+    assert @gate.open?(@now + Narwhal::Dispatcher::AcceptGate::PENDING_GRACE + 0.01), "the sibling does not take it: take it"
   end
 
   # With no claim and no sibling accepting, nothing can close the gate:
@@ -126,19 +126,19 @@ class AcceptGateTest < Minitest::Test
     assert @gate.open?(@now), "2 idle here, 2 there"
     @board.thread_slot(1, 2).request_started
     assert @gate.open?(@now)
-    assert_equal Narwhal::AcceptGate::RECHECK, @gate.recheck_in, "a busy worker keeps looking at its siblings"
+    assert_equal Narwhal::Dispatcher::AcceptGate::RECHECK, @gate.recheck_in, "a busy worker keeps looking at its siblings"
   end
 
   # Alone, a busy worker has nothing to look at again unless a claim may
   # expire: its idle threads sleep instead of waking to compete for the GVL.
   def test_alone_a_busy_worker_rechecks_only_for_claims
-    alone = Narwhal::AcceptGate.new(4, board = Narwhal::Scoreboard.new(1, threads: 4), 0, [@listener])
+    alone = Narwhal::Dispatcher::AcceptGate.new(4, board = Narwhal::Scoreboard.new(1, threads: 4), 0, [@listener])
     board.thread_slot(0, 0).request_started
     assert alone.open?(@now)
     assert_nil alone.recheck_in
     alone.accepted(FakeConnection.new(true), @now)
     alone.open?(@now)
-    assert_equal Narwhal::AcceptGate::RECHECK, alone.recheck_in, "the claim expires unseen"
+    assert_equal Narwhal::Dispatcher::AcceptGate::RECHECK, alone.recheck_in, "the claim expires unseen"
   end
 
   # A drain let go of the listeners while a sibling still accepts: the
@@ -157,7 +157,7 @@ class AcceptGateTest < Minitest::Test
     @board.reset(1, Process.pid)
     @board.worker_slot(1).serving = true
     assert @gate.siblings?
-    refute Narwhal::AcceptGate.new(2, Narwhal::Scoreboard.new(1, threads: 2), 0, [@listener]).siblings?
+    refute Narwhal::Dispatcher::AcceptGate.new(2, Narwhal::Scoreboard.new(1, threads: 2), 0, [@listener]).siblings?
   end
 
   def test_listening_tells_the_siblings_how_many_threads_may_take_a_connection

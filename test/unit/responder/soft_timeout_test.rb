@@ -6,7 +6,7 @@ require "logger"
 # The soft_timeout watchdog over real scoreboard slots and real threads:
 # who gets Narwhal::RequestTimeout, when, how often, and where it may land.
 class SoftTimeoutTest < Minitest::Test
-  SoftTimeout = Narwhal::SoftTimeout
+  SoftTimeout = Narwhal::Responder::SoftTimeout
   RequestTimeout = Narwhal::RequestTimeout
 
   def setup

@@ -8,7 +8,7 @@ class SpoolBudgetTest < Minitest::Test
   PLENTY = 1 << 40 # free bytes on a file system with room
 
   def budget(memory_max = 100, file_max: 1000, disk_max: 1000, disk_reserve: 0, free: PLENTY)
-    Narwhal::SpoolBudget.new(memory_max, 10, file_max: file_max, disk_max: disk_max, disk_reserve: disk_reserve,
+    Narwhal::SocketWriter::SpoolBudget.new(memory_max, 10, file_max: file_max, disk_max: disk_max, disk_reserve: disk_reserve,
                                              free_space: -> { free.respond_to?(:call) ? free.call : free })
   end
 
@@ -79,10 +79,10 @@ class SpoolBudgetTest < Minitest::Test
 
   def test_free_space_is_read_from_the_spools_file_system
     Dir.mktmpdir do |dir|
-      b = Narwhal::SpoolBudget.new(100, 10, disk_reserve: 0, dir: dir)
+      b = Narwhal::SocketWriter::SpoolBudget.new(100, 10, disk_reserve: 0, dir: dir)
       assert_equal dir, b.dir
       assert b.reserve_disk(1, 0)
-      gone = Narwhal::SpoolBudget.new(100, 10, disk_reserve: 0, dir: File.join(dir, "missing"))
+      gone = Narwhal::SocketWriter::SpoolBudget.new(100, 10, disk_reserve: 0, dir: File.join(dir, "missing"))
       refute gone.reserve_disk(1, 0)
     end
   end
@@ -95,7 +95,7 @@ class SpoolBudgetTest < Minitest::Test
   end
 
   def test_built_from_the_configuration_with_its_defaults
-    b = Narwhal::SpoolBudget.from_config(Narwhal::Configurator.new)
+    b = Narwhal::SocketWriter::SpoolBudget.from_config(Narwhal::Configurator.new)
     assert_equal [256 << 20, 64 << 10], [b.memory_max, b.buffer_size]
     assert_equal [1 << 30, 4 << 30, 1 << 30], [b.file_max, b.disk_max, b.disk_reserve]
     assert_equal Dir.tmpdir, b.dir
