@@ -40,7 +40,6 @@ module Narwhal
   autoload :Request, "narwhal/request"
   autoload :ThreadedRequest, "narwhal/request"
   autoload :Responder, "narwhal/responder"
-  autoload :WatchedResponder, "narwhal/responder"
   autoload :Dispatcher, "narwhal/dispatcher"
   autoload :AccessLog, "narwhal/access_log"
   autoload :ForkError, "narwhal/errors"

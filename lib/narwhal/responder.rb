@@ -11,11 +11,9 @@ module Narwhal
   # current response's status, headers and error in instance variables,
   # not in an array per request, and forgets them once it is done.
   #
-  # With soft_timeout on (WatchedResponder), each request runs under the
-  # thread's SoftTimeout::Watch: Narwhal::RequestTimeout can interrupt the app's
-  # code only, and is answered here (503, or a closed connection once
-  # bytes went out; logged with its backtrace; rack.response_finished
-  # gets it). on_timeout then tells the worker its app may be broken.
+  # With soft_timeout on, Responder::Watched runs each request under the
+  # thread's SoftTimeout::Watch: its steps (#run_app, #write, #close_app_body)
+  # are the ones a RequestTimeout may interrupt.
   #
   # Queue time (QueueTime, from the proxy's X-Request-Start) goes into
   # env just before the app runs; with access_log on, the request's line
@@ -23,6 +21,11 @@ module Narwhal
   class Responder
     autoload :QueueTime, "narwhal/responder/queue_time"
     autoload :SoftTimeout, "narwhal/responder/soft_timeout"
+    autoload :Watched, "narwhal/responder/watched"
+
+    # What a failed request may have raised: the app's errors (Watched
+    # adds RequestTimeout).
+    FAILURES = [StandardError, ScriptError].freeze
 
     KEEP = :keep
     CLOSE = :close
@@ -41,7 +44,6 @@ module Narwhal
       @slot = slot
       @counters = counters
       @writer = ResponseWriter.new(logger, keep_alive)
-      @watch = nil # WatchedResponder's
       # the access log times and counts each response in Ruby
       @request_loop = RequestLoop.new(app, self, slot, ResponseHead.new(keep_alive)) unless access_log
     end
@@ -128,15 +130,21 @@ module Narwhal
       @access_log.record(env, @answered || @returned || 0, @headers, bytes, Clock.now - started, queue_time)
     end
 
-    # The outcome; CLOSE on any failure, which is kept in @error. The app's
-    # code (the call, the body's each/call/close) is what a soft timeout
-    # may interrupt; the writes to the socket within it never are.
+    # The outcome; CLOSE on any failure, which is kept in @error.
     def call_app(request, env)
-      result = @watch ? @watch.interruptible { @app.call(env) } : @app.call(env)
-    rescue RequestTimeout, StandardError, ScriptError => e
+      result = run_app(env)
+    rescue *failures => e
       failed(request, env, e)
     else
       write_response(request, env, result)
+    end
+
+    def run_app(env)
+      @app.call(env)
+    end
+
+    def failures
+      FAILURES
     end
 
     # Writes what the app returned, then closes the body.
@@ -148,19 +156,18 @@ module Narwhal
 
       @status = status
       @headers = headers
-      written = if @watch
-                  out = @watch.writer(request.out)
-                  @watch.interruptible { @writer.write(out, status, headers, body, request.flags) }
-                else
-                  @writer.write(request.out, status, headers, body, request.flags)
-                end
+      written = write(request.out, status, headers, body, request.flags)
       return KEEP if written == true
 
       written == ResponseWriter::HIJACKED || request.hijacked? ? HIJACKED : CLOSE
-    rescue RequestTimeout, StandardError, ScriptError => e
+    rescue *failures => e
       failed(request, env, e)
     ensure
       close_body(request, env, body)
+    end
+
+    def write(out, status, headers, body, flags)
+      @writer.write(out, status, headers, body, flags)
     end
 
     # What the app's code or the response's writes raised: answered or
@@ -168,7 +175,6 @@ module Narwhal
     def failed(request, env, error)
       @error = error
       case error
-      when RequestTimeout then request_timeout(request, env, error)
       when WriteTimeout
         @logger.warn("write timeout: #{error.message}, closing (#{env[REQUEST_METHOD]} #{env[PATH_INFO]})")
       when ClientGone
@@ -195,50 +201,13 @@ module Narwhal
     def close_body(request, env, body)
       return unless body.respond_to?(:close) # (an Array may have one of its own: asked too)
 
-      @watch ? @watch.interruptible { body.close } : body.close
-    rescue RequestTimeout => e
-      @error ||= e
-      request_timeout(request, env, e, in_close: true)
+      close_app_body(body)
     rescue StandardError => e
       @logger.error("body.close failed: #{e.class}: #{e.message}")
     end
 
-    # soft_timeout interrupted the app: 503 while no response byte went
-    # out (it closes the connection), else the connection just closes. In
-    # body.close the answer is already decided (sent, or an error's).
-    def request_timeout(request, env, error, in_close: false)
-      @timeout_logged = true
-      @counters.count(Scoreboard::REQUEST_TIMEOUTS)
-      answer = if in_close then "in body.close, after the response"
-               elsif request.hijacked? then "the app had taken the connection"
-               elsif @watch.response_started? then "response cut short, closing"
-               else "answered 503, closing"
-               end
-      @logger.error("request timeout: #{env[REQUEST_METHOD]} #{env[PATH_INFO]} ran #{elapsed}s, past " \
-                    "soft_timeout (#{@watch.seconds}s); #{answer}#{ErrorMessage.backtrace(error)}")
-      return if in_close || @watch.response_started? || request.hijacked?
-
-      @answered = 503
-      request.out.write(ResponseWriter::ErrorResponse.bytes(503, head: request.head?))
-    rescue IOError, SystemCallError
-      nil
-    end
-
-    # After the request: its app code took a RequestTimeout. Logged above
-    # unless the app rescued it and answered itself.
-    def interrupted(env)
-      unless @timeout_logged
-        @counters.count(Scoreboard::REQUEST_TIMEOUTS)
-        @logger.error("request timeout: #{env[REQUEST_METHOD]} #{env[PATH_INFO]} was interrupted past " \
-                      "soft_timeout (#{@watch.seconds}s), but the app rescued #{RequestTimeout} and answered itself")
-      end
-      @timeout_logged = false
-      @on_timeout&.call
-    end
-
-    def elapsed
-      busy = @slot.busy_for
-      busy ? busy.round(3) : "?"
+    def close_app_body(body)
+      body.close
     end
 
     # rack.response_finished callables run in reverse order of registration
@@ -258,28 +227,6 @@ module Narwhal
       yield
     rescue StandardError => e
       @logger.error("response callback failed: #{e.class}: #{e.message}")
-    end
-  end
-
-  # A Responder under soft_timeout: each request runs under the thread's
-  # SoftTimeout::Watch. A class of its own so that without soft_timeout
-  # the request path has no step for it.
-  class WatchedResponder < Responder
-    # soft_timeout: this thread's SoftTimeout::Watch. on_timeout: called,
-    # on this thread, once a request's app code was interrupted by it (the
-    # worker may want to retire).
-    def initialize(app, logger, slot, counters, soft_timeout:, on_timeout: nil, access_log: nil, keep_alive: nil)
-      super(app, logger, slot, counters, access_log: access_log, keep_alive: keep_alive)
-      @watch = soft_timeout
-      @on_timeout = on_timeout
-      @request_loop = nil # every request runs under the watch, here
-      @timeout_logged = false
-    end
-
-    def respond(request)
-      outcome = @watch.serve { super }
-      interrupted(request.env) if @watch.interrupted?
-      outcome
     end
   end
 end

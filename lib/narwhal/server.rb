@@ -131,7 +131,7 @@ module Narwhal
         return Responder.new(@app, @logger, thread_slot, @counters, access_log: access_log, keep_alive: keep_alive)
       end
 
-      WatchedResponder.new(@app, @logger, thread_slot, @counters,
+      Responder::Watched.new(@app, @logger, thread_slot, @counters,
                            soft_timeout: @soft_timeout.watch(thread, thread_slot),
                            on_timeout: method(:request_interrupted), access_log: access_log, keep_alive: keep_alive)
     end

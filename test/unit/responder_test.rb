@@ -162,7 +162,7 @@ class ResponderTest < Minitest::Test
     @soft = Narwhal::Responder::SoftTimeout.new(seconds, Logger.new(@log)).start
     @interrupted = 0
     watch = @soft.watch(Thread.current, @thread_slot)
-    Narwhal::WatchedResponder.new(app, Logger.new(@log), @thread_slot, @counters,
+    Narwhal::Responder::Watched.new(app, Logger.new(@log), @thread_slot, @counters,
                                   soft_timeout: watch, on_timeout: -> { @interrupted += 1 })
   end
 

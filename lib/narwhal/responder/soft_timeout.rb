@@ -14,7 +14,7 @@ module Narwhal
     #   soft = SoftTimeout.new(15, logger).start   # in the worker, after fork
     #   # in each app thread (or for it, from any thread):
     #   watch = soft.watch(thread, scoreboard.thread_slot(nr, i))
-    #   WatchedResponder.new(app, logger, slot, counters, soft_timeout: watch, on_timeout: ...)
+    #   Watched.new(app, logger, slot, counters, soft_timeout: watch, on_timeout: ...)
     #   soft.stop                                  # when the worker is done
     #
     # With soft_timeout off none of this exists: no thread, and a plain
