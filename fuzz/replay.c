@@ -296,7 +296,7 @@ static void start_body(replay *s)
   }
 }
 
-/* Input#take for a Content-Length body; 1 when the body is complete. */
+/* Request::Input#take for a Content-Length body; 1 when the body is complete. */
 static int take_body(replay *s)
 {
   size_t n = s->len - s->off;

@@ -44,7 +44,7 @@ typedef struct {
   long requests;   /* requests the connection has had */
 } request_loop;
 
-static ID id_limits, id_call, id_start, id_complete, id_flags, id_finish, id_out, id_pending_p, id_keepalive,
+static ID id_limits, id_call, id_start, id_complete, id_flags, id_finish, id_out, id_pending_p, id_stopping,
     id_respond_returned, id_send_rest, id_request_started, id_request_finished, id_iv_hijacked, id_iv_io,
     id_attach, id_remote_addr_set;
 static VALUE key_response_finished, key_after_reply, key_early_hints;
@@ -291,7 +291,7 @@ static VALUE serve_fd(request_loop *l, int fd, VALUE request, VALUE context, lon
     off = next;
     l->requests++; /* kept if the app unwinds the loop */
     keepalive = nw_http_parser_keepalive(parser) && l->requests < max &&
-                RTEST(rb_struct_getmember(context, id_keepalive));
+                !RTEST(rb_struct_getmember(context, id_stopping));
     rb_funcall(request, id_complete, 5, Qnil, nw_http_parser_http11(parser) ? Qtrue : Qfalse,
                keepalive ? Qtrue : Qfalse, Qfalse, nw_http_parser_method(parser));
     result = run_request(l, fd, request, env, parser);
@@ -313,7 +313,7 @@ static VALUE serve_fd(request_loop *l, int fd, VALUE request, VALUE context, lon
  * with its own parser (configured by context.limits): a connection needs
  * one of its own only for what Ruby reads. requests:
  * how many the connection had; the Responder's limits (keepalive_requests
- * as max_requests, context.keepalive) decide keep-alive as Connection
+ * as max_requests, context.stopping) decide keep-alive as Connection
  * would. It reads into its own buffer: after it, buf holds only the bytes
  * it left (or nothing), and #requests is the new count. The result:
  * - true: nothing left to read or serve, the connection stays (idle);
@@ -433,7 +433,7 @@ void nw_init_request_loop(void)
   id_finish = rb_intern("finish");
   id_out = rb_intern("out");
   id_pending_p = rb_intern("pending?");
-  id_keepalive = rb_intern("keepalive");
+  id_stopping = rb_intern("stopping");
   id_respond_returned = rb_intern("respond_returned");
   id_send_rest = rb_intern("send_rest");
   id_request_started = rb_intern("request_started");

@@ -29,22 +29,23 @@ module Narwhal
     KEEPALIVE = ResponseHead::REQ_KEEPALIVE
     HEAD = ResponseHead::REQ_HEAD
 
-    # What a request asks of the server it runs in: #keepalive turns false
-    # on a graceful stop (Connection::Context).
-    SERVING_ON = Struct.new(:keepalive).new(true).freeze
+    # What a request asks of the serving process it runs in when it runs
+    # in none (a Connection::Context: #stopping turns true on a graceful stop).
+    NOT_STOPPING = Struct.new(:stopping).new(false).freeze
 
     # env: the current request's, nil between requests. flags: ResponseHead's
     # REQ_* bits for the response. out: the connection's SocketWriter.
     attr_reader :env, :flags, :out, :finished_callbacks, :after_reply
 
     # template: the listener's env defaults (frozen, shared); early_hints:
-    # whether rack.early_hints is offered; server: see SERVING_ON.
+    # whether rack.early_hints is offered; context: the serving process's
+    # Connection::Context (see NOT_STOPPING).
     # Positional, and the env built key by key: one is made per
     # connection, and keywords through Class#new, a Hash literal or a
     # Method object would each cost an object more.
-    def initialize(template, out, remote_addr, early_hints = false, server = SERVING_ON)
+    def initialize(template, out, remote_addr, early_hints = false, context = NOT_STOPPING)
       @out = out
-      @server = server
+      @context = context
       @finished_callbacks = []
       @after_reply = []
       @template = env = template.dup
@@ -141,7 +142,7 @@ module Narwhal
   # With one thread the stop waits for the request to end.
   class ThreadedRequest < Request
     def flags
-      close_connection if (@flags & KEEPALIVE) != 0 && (!@server.keepalive || @server.dispatcher.shed?)
+      close_connection if (@flags & KEEPALIVE) != 0 && (@context.stopping || @context.dispatcher.shed?)
       @flags
     end
   end

@@ -57,7 +57,7 @@ module Narwhal
       @soft_timeout = Responder::SoftTimeout.new(config[:soft_timeout], @logger) if config[:soft_timeout]
       path, format = config[:access_log]
       @access_log = path && AccessLog.open(path, format, @logger)
-      @context = Connection::Context.new(@limits, dispatcher, @logger, @counters, true, @access_log)
+      @context = Connection::Context.new(@limits, dispatcher, @logger, @counters, false, @access_log)
       @master_pipe = master_pipe
       @let_go_pipe = let_go_pipe
       @ready = ready
@@ -207,7 +207,7 @@ module Narwhal
         when "QUIT" then graceful_stop("QUIT received: finishing requests in progress")
         when RETIRE then retire
         else
-          @context.keepalive = false
+          @context.stopping = true
           @logger.info("#{sig} received: exiting now")
           @reactor.close_all
         end
@@ -265,11 +265,11 @@ module Narwhal
     # At every sweep: once let go, the siblings' listeners are awaited.
     def on_sweep
       @access_log&.flush
-      stop_keeping_alive if @let_go && @context.keepalive && !@scoreboard.siblings_listening?(@slot)
+      stop_keeping_alive if @let_go && !@context.stopping && !@scoreboard.siblings_listening?(@slot)
     end
 
     def stop_keeping_alive
-      @context.keepalive = false
+      @context.stopping = true
       @reactor.retire unless @let_go # no more accepting (a drain stopped it already)
     end
 

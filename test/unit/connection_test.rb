@@ -50,7 +50,7 @@ class ConnectionTest < Minitest::Test
   end
 
   def new_connection
-    context = Narwhal::Connection::Context.new(LIMITS, @dispatcher, Logger.new(@log), @counters, true)
+    context = Narwhal::Connection::Context.new(LIMITS, @dispatcher, Logger.new(@log), @counters, false)
     out = Narwhal::SocketWriter.new(@server, 5)
     @request = Narwhal::Request.new(TEMPLATE, out, "10.0.0.1")
     Narwhal::Connection.new(@server, @request, context)
@@ -205,7 +205,7 @@ class ConnectionTest < Minitest::Test
   end
 
   def test_a_graceful_stop_turns_keepalive_off
-    context = Narwhal::Connection::Context.new(LIMITS, @dispatcher, Logger.new(@log), @counters, false)
+    context = Narwhal::Connection::Context.new(LIMITS, @dispatcher, Logger.new(@log), @counters, true)
     conn = Narwhal::Connection.new(@server, @request, context)
     @client.write("GET / HTTP/1.1\r\nHost: x\r\n\r\n")
     conn.on_readable
@@ -218,7 +218,7 @@ class ConnectionTest < Minitest::Test
   # answers /big with more than the socket takes.
   def spooling(keepalive: true)
     @budget = Narwhal::SocketWriter::SpoolBudget.new(64 * 1024 * 1024, 64 * 1024, disk_reserve: 0)
-    context = Narwhal::Connection::Context.new(LIMITS, @dispatcher, Logger.new(@log), @counters, keepalive)
+    context = Narwhal::Connection::Context.new(LIMITS, @dispatcher, Logger.new(@log), @counters, !keepalive)
     @request = Narwhal::Request.new(TEMPLATE, Narwhal::SocketWriter.new(@server, 5, @budget), "10.0.0.1")
     @conn = Narwhal::Connection.new(@server, @request, context)
     @dispatcher.on_dispatch = ->(request) { request.out.write("a" * BIG) if request.env["PATH_INFO"] == "/big" }

@@ -77,7 +77,7 @@ class RequestLoopTest < Minitest::Test
     @responder = CountingResponder.new(->(env) { @app.call(env) }, Logger.new(@log), @slot, FakeCounters.new,
                                        access_log: access_log, keep_alive: "keep-alive: timeout=4\r\n")
     dispatcher = Narwhal::Dispatcher::Inline.new(@responder)
-    @context = Narwhal::Connection::Context.new(limits, dispatcher, Logger.new(@log), FakeCounters.new, true)
+    @context = Narwhal::Connection::Context.new(limits, dispatcher, Logger.new(@log), FakeCounters.new, false)
     out = (access_log ? Narwhal::CountingSocketWriter : Narwhal::SocketWriter).new(@server, 5, budget)
     @request = Narwhal::Request.new(TEMPLATE, out, "10.0.0.1")
     Narwhal::Connection.new(@server, @request, @context)
@@ -341,7 +341,7 @@ class RequestLoopTest < Minitest::Test
     responder = klass.new(FUZZ_APP, Logger.new(log), @board.thread_slot(0, 0), FakeCounters.new,
                           keep_alive: "keep-alive: timeout=4\r\n")
     context = Narwhal::Connection::Context.new(LIMITS, Narwhal::Dispatcher::Inline.new(responder), Logger.new(log),
-                                               FakeCounters.new, true)
+                                               FakeCounters.new, false)
     template = TEMPLATE.merge("fuzz.seen" => seen)
     sizes = sizes.dup
     if loop == :accept

@@ -47,7 +47,7 @@ class ConnectionFactoryTest < Minitest::Test
     responder = Narwhal::Responder.new(->(env) { @app.call(env) }, log, NullSlot.new, FakeCounters.new,
                                        access_log: access_log)
     context = Narwhal::Connection::Context.new(LIMITS, Narwhal::Dispatcher::Inline.new(responder), log,
-                                               FakeCounters.new, true)
+                                               FakeCounters.new, false)
     @counters = FakeCounters.new
     Narwhal::Connection::Factory.new(@listener, TEMPLATE, context, @counters, budget: nil, early_hints: false,
                                      threaded: false, counting: !access_log.nil?)
