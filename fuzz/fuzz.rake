@@ -328,7 +328,7 @@ desc "Run the unit tests of the extension's parts (parser, response head and wri
      "accept, peer address, scoreboard, poller, sendfile, free space, access log lines) on an AddressSanitizer build"
 task :asan do
   NarwhalFuzz.asan_tests("asan", %w[http_parser response_head request_loop connection/factory listener scoreboard
-                                    poller sendfile spool_budget access_log response_writer])
+                                    poller sendfile socket_writer/spool_budget access_log response_writer])
 end
 
 namespace :fuzz do

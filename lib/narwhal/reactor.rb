@@ -20,26 +20,19 @@ module Narwhal
   #
   # With request threads (`threads N`, #run with a block) N threads run
   # this loop on the one epoll set, each taking one report at a time, and
-  # the thread that reads a request runs it (there is no hand-off). Handler
-  # descriptors are then armed ONESHOT and claimed (Poller): a report goes
-  # to exactly one thread, which owns the handler until it re-arms it or
-  # lets it go; the sweep and closing touch only handlers no thread owns.
-  # What threads share (the handler table, the listeners' state) is changed
-  # under one lock or with single Array/Hash operations, and iterated over
-  # copies. The watchers then run on the thread that keeps the loop
-  # threads (Threads), not in the loop. See docs/DESIGN.md.
-  #
-  # Listeners are registered with EPOLLEXCLUSIVE: of the workers waiting on
-  # a shared listener, the kernel wakes one per new connection, counting
-  # only a set that has a thread waiting in it. A worker busy in the app
-  # waits nowhere, so it is never the one woken. Accepting can be paused
-  # and resumed (Acceptors): on its own when accept(2) fails for want of
-  # descriptors, by the caller, at `max_handlers` connections, and with
-  # request threads by an Dispatcher::AcceptGate.
+  # the thread that reads a request runs it (there is no hand-off): see
+  # Threads. Listeners wake one waiting worker per connection, and
+  # accepting pauses and resumes: see Acceptors.
   class Reactor
     autoload :AcceptBackoff, "narwhal/reactor/accept_backoff"
     autoload :Acceptors, "narwhal/reactor/acceptors"
+    autoload :Adoption, "narwhal/reactor/adoption"
+    autoload :Closing, "narwhal/reactor/closing"
+    autoload :Load, "narwhal/reactor/load"
     autoload :Threads, "narwhal/reactor/threads"
+    include Adoption
+    include Closing
+    include Load
 
     KEEP = :keep
     WRITE = :write
@@ -49,7 +42,7 @@ module Narwhal
     # How often deadlines are checked; timeouts are accurate to this.
     SWEEP_INTERVAL = 0.25
 
-    # A pipe whose readability only runs a block (signals, the master's pipe).
+    # Runs a block when a pipe is readable (signals, the master's pipe).
     Watcher = Struct.new(:block) do
       def on_readable
         block.call
@@ -79,8 +72,7 @@ module Narwhal
       @watchers = {} # with request threads: io => block
     end
 
-    # A duty of a loop thread at every sweep, at least every SWEEP_INTERVAL
-    # while it runs (the access log's gathered lines).
+    # A loop thread's duty at every sweep (the access log's gathered lines).
     def on_sweep(&block)
       @on_sweep = block
     end
@@ -128,8 +120,7 @@ module Narwhal
       @acceptors.none? && @handlers.empty?
     end
 
-    # Stops the supervisor of the loop threads from waiting for them (an
-    # immediate stop).
+    # An immediate stop: the loop threads' keeper does not wait for them.
     def closing?
       @closing
     end
@@ -157,78 +148,6 @@ module Narwhal
       @threads&.stop_waiting
       @acceptors.stop
       @handlers.keys.each { |h| drop_unowned(h) }
-    end
-
-    # A socket accepted from a listener: its first bytes read (and request
-    # served) on this thread, registered once it waits; or, with serve
-    # false, registered for the loop to serve when epoll reports it. False
-    # when it is closed already (epoll refused it, or its first request was
-    # its last).
-    def adopt(handler, fd, serve: true)
-      register(handler, fd)
-      if !serve
-        @poller.add(fd, @handler_events)
-        @writing[fd] = false
-      elsif @threaded
-        @poller.reserve(fd) # this thread's until it first arms it
-      end
-      # served here: it joins the set when it first waits (#wait_for), so
-      # a connection closed after its first request never does
-      dispatch(handler, fd) if serve
-      @handlers.key?(handler) # false: closed (maybe refused by epoll) after its first request
-    rescue Errno::ENOMEM, Errno::ENOSPC => e
-      refused(handler, fd, e)
-      false
-    end
-
-    # A socket the RequestLoop accepted and served its first requests on:
-    # action is what the handler is to do next (KEEP, WRITE, CLOSE,
-    # RELEASE). False when it is closed already.
-    def adopt_served(handler, fd, action)
-      register(handler, fd)
-      @poller.reserve(fd) if @threaded
-      apply(handler, fd, action)
-      @handlers.key?(handler)
-    end
-
-    def handler_count
-      @handlers.size
-    end
-
-    # Reports wait that no thread waits to take (request threads).
-    def backlog?
-      @poller.waiting.zero? && @poller.pending?
-    end
-
-    # Request threads: this worker's connections wait (for a thread or for
-    # their clients) and no other thread waits for reports. A listener's
-    # report then lets in the connections waiting behind it (Acceptors).
-    def crowded?
-      @threaded && @poller.waiting.zero? && @handlers.size > @poller.owned
-    end
-
-    # Mirrors the threads waiting for reports (idle) into worker_slot.
-    def publish_waiting(worker_slot)
-      @poller.publish_waiting(worker_slot)
-    end
-
-    # A loop thread is about to run a request (request threads, siblings).
-    def request_starting
-      @acceptors.request_starting
-    end
-
-    # Closes the oldest idle connection that no thread has, else the
-    # oldest silent one (never sent a byte); true if one was.
-    def close_oldest_idle
-      handlers = @handlers.keys # in the order they were accepted
-      handlers.each { |h| return true if h.idle? && drop_unowned(h) { h.idle? } }
-      handlers.each { |h| return true if h.silent? && drop_unowned(h) { h.silent? } }
-      false
-    end
-
-    # One could be closed to make room.
-    def any_idle?
-      @handlers.keys.any? { |h| (h.idle? || h.silent?) && !owned?(h) }
     end
 
     private
@@ -317,74 +236,11 @@ module Narwhal
       refused(@targets[fd], fd, e)
     end
 
-    # epoll would not take the handler's socket: it is closed, and
-    # accepting backs off (descriptors or kernel memory are short).
-    def refused(handler, fd, error)
-      let_go(handler, fd)
-      handler.close
-      @acceptors.back_off(error)
-    end
-
-    def owned?(handler)
-      @threaded && (fd = @handlers[handler]) && @poller.owned?(fd)
-    end
-
-    # Closes handler unless a thread has it, or (after the claim) the block
-    # says no; true if it was closed.
-    def drop_unowned(handler, &still)
-      fd = @handlers[handler] or return false
-      return false if @threaded && !claim_if(handler, fd, &(still || proc { true }))
-
-      apply(handler, fd, CLOSE)
-      true
-    end
-
     def let_go(handler, fd)
       # a socket released by a hijacker may have been closed since, and
       # its number given to a connection accepted meanwhile
       forget(fd) if @targets[fd].equal?(handler)
       @handlers.delete(handler)
-    end
-
-    # One thread at a time; the others go on serving.
-    def sweep(now)
-      return unless @sweeping.try_lock
-
-      begin
-        @next_sweep = now + SWEEP_INTERVAL
-        @on_sweep&.call
-        @acceptors.sweep(now)
-        @handlers.keys.each { |h| time_out(h) if h.deadline < now }
-      ensure
-        @sweeping.unlock
-      end
-    end
-
-    # A handler past its deadline, unless a thread has it (its thread decides).
-    def time_out(handler)
-      fd = @handlers[handler] or return
-      return if @threaded && !claim_if(handler, fd) { handler.deadline < Clock.now }
-
-      apply(handler, fd, timed_out(handler))
-    end
-
-    # Claims fd, then asks the block again: between the first look and the
-    # claim its thread may have served it (a new deadline, a request begun).
-    # If the answer changed the claim is given back, armed again: a report
-    # dropped while it was claimed used the arming up.
-    def claim_if(handler, fd)
-      return false unless @poller.claim(fd)
-      return true if yield
-
-      wait_for(fd, @writing[fd] || false) if @handlers[handler] == fd
-      false
-    end
-
-    def timed_out(handler)
-      handler.on_timeout
-    rescue StandardError => e
-      internal_error(e)
-      CLOSE
     end
 
     def internal_error(error)

@@ -10,6 +10,13 @@ module Narwhal
     # number: a thread the app ended (Thread#exit or #kill run no rescue,
     # only ensure blocks) is replaced, or the worker would serve with one
     # thread fewer for the rest of its life.
+    #
+    # Handler descriptors are then armed ONESHOT and claimed (Poller): a
+    # report goes to exactly one thread, which owns the handler until it
+    # re-arms it or lets it go; the sweep and closing touch only handlers
+    # no thread owns. What threads share (the handler table, the
+    # listeners' state) is changed under one lock or with single
+    # Array/Hash operations, and iterated over copies. See docs/DESIGN.md.
     class Threads
       WAKE_BYTE = "!"
 
