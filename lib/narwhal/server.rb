@@ -13,39 +13,39 @@ module Narwhal
   # (Dispatcher::Threaded); an Dispatcher::AcceptGate decides when to accept.
   #
   # A worker runs one of these after the master forks it. A program may
-  # also run one on its own (standalone: no master, no workers; it binds or
-  # inherits its listeners itself and gives back the signal handlers it
+  # also run one on its own (.standalone: no master, no workers; it binds
+  # or inherits its listeners itself and gives back the signal handlers it
   # found when it returns).
   class Server
-    Limits = Struct.new(:body_buffer_size, :max_body_size, :max_request_line, :max_header_size,
-                        :max_header_fields, :keepalive_timeout, :keepalive_requests, :client_header_timeout,
-                        :client_body_timeout, :write_timeout, keyword_init: true)
+    autoload :Limits, "narwhal/server/limits"
+    autoload :Stopping, "narwhal/server/stopping"
+    include Stopping
 
     SIGNALS = %w[QUIT INT TERM USR1].freeze
     # Queued with the signals by an app thread whose request soft_timeout
     # interrupted: the reactor's thread retires the worker.
     RETIRE = :retire
 
-    # listeners: already bound Listener objects (a worker's), or nil to bind
-    # the configured addresses. scoreboard/slot: where request start times
-    # go for the master's timeout; master_pipe: readable at EOF when the
-    # master is gone; let_go_pipe: at EOF once the master let go of the
-    # listeners for good (its workers then serve the listen queue first).
-    # retire: asks the master for a replacement (true when it was told).
-    def initialize(app, config, listeners: nil, scoreboard: nil, slot: 0, master_pipe: nil, let_go_pipe: nil,
-                   ready: nil, retire: nil)
+    # A server of its own, with no master: it binds the configured
+    # addresses (or inherits them) when it runs, and closes them after.
+    def self.standalone(app, config)
+      new(app, config, listeners: [], standalone: true)
+    end
+
+    # listeners: already bound Listener objects (a worker's).
+    # scoreboard/slot: where request start times go for the master's
+    # timeout; master_pipe: readable at EOF when the master is gone;
+    # let_go_pipe: at EOF once the master let go of the listeners for good
+    # (its workers then serve the listen queue first). retire: asks the
+    # master for a replacement (true when it was told).
+    def initialize(app, config, listeners:, scoreboard: nil, slot: 0, master_pipe: nil, let_go_pipe: nil,
+                   ready: nil, retire: nil, standalone: false)
       @app = app
       @config = config
       @logger = config.logger
-      @limits = Limits.new(
-        body_buffer_size: config[:client_body_buffer_size], max_body_size: config[:client_max_body_size],
-        max_request_line: config[:max_request_line], max_header_size: config[:max_header_size],
-        max_header_fields: config[:max_header_fields], keepalive_timeout: config[:keepalive_timeout],
-        keepalive_requests: config[:keepalive_requests], client_header_timeout: config[:client_header_timeout],
-        client_body_timeout: config[:client_body_timeout], write_timeout: config[:write_timeout]
-      ).freeze
-      @standalone = listeners.nil?
-      @listeners = listeners || []
+      @limits = Limits.from(config)
+      @standalone = standalone
+      @listeners = listeners
       @threads = config[:threads]
       scoreboard ||= Scoreboard.new(1, threads: @threads)
       @threads = scoreboard.threads if @threads > scoreboard.threads
@@ -57,7 +57,8 @@ module Narwhal
       @soft_timeout = Responder::SoftTimeout.new(config[:soft_timeout], @logger) if config[:soft_timeout]
       path, format = config[:access_log]
       @access_log = path && AccessLog.open(path, format, @logger)
-      @context = Connection::Context.new(@limits, dispatcher, @logger, @counters, false, @access_log)
+      @dispatcher = threaded? ? Dispatcher::Threaded.new(scoreboard, slot) : Dispatcher::Inline.new(responder_for(0))
+      @context = Connection::Context.new(@limits, @dispatcher, @logger, @counters, false, @access_log)
       @master_pipe = master_pipe
       @let_go_pipe = let_go_pipe
       @ready = ready
@@ -107,24 +108,19 @@ module Narwhal
       @threads > 1
     end
 
-    # Inline with one thread; else each loop thread gets its responder
-    # when it starts (#start_thread).
-    def dispatcher
-      return Dispatcher::Inline.new(responder_for(Thread.current, @scoreboard.thread_slot(@slot, 0))) unless threaded?
-
-      @dispatcher = Dispatcher::Threaded.new(@scoreboard, @slot)
-    end
-
     # In loop thread i (also one started again after the app ended the
     # one before): its responder, watched by soft_timeout when on.
     def start_thread(i)
-      @dispatcher.serve_here(responder_for(Thread.current, @scoreboard.thread_slot(@slot, i)))
+      @dispatcher.serve_here(responder_for(i))
     end
 
-    # The Responder of one app thread, given its scoreboard thread slot;
-    # with soft_timeout on, the watchdog watches the thread. Request
-    # threads: one call per thread, each with its own slot.
-    def responder_for(thread, thread_slot)
+    # The Responder of app thread number i, on that thread (its scoreboard
+    # thread slot); with soft_timeout on, the watchdog watches the thread.
+    # With one thread (Dispatcher::Inline) it is the reactor's; with more
+    # each loop thread gets its own as it starts (#start_thread).
+    def responder_for(i)
+      thread = Thread.current
+      thread_slot = @scoreboard.thread_slot(@slot, i)
       access_log = @access_log&.line_writer
       keep_alive = ResponseWriter.keep_alive_line(@limits.keepalive_timeout)
       unless @soft_timeout
@@ -214,84 +210,5 @@ module Narwhal
       end
     end
 
-    # After a soft timeout: the master forks a replacement and sends QUIT
-    # once it serves (Master::Recycler), so that the port never lacks a
-    # process that accepts. The master could not be told: stop accepting.
-    def retire
-      return if @retire_asked
-
-      @retire_asked = true
-      if @retire&.call
-        @logger.info("retiring after a soft timeout: serving on until a replacement is ready")
-      else
-        graceful_stop("retiring after a soft timeout: finishing requests in progress, then exiting to be replaced")
-      end
-    end
-
-    def quick_exit
-      @access_log&.flush_at_exit
-      exit!(0)
-    end
-
-    # drain: serve the listen queue first, when no other process will.
-    # Kept-alive clients are then told to close only once no process can
-    # take their reconnect into a queue it is about to drop (ours and our
-    # siblings' listeners are all let go of): until then responses keep
-    # them, and once they are gone a reconnect is refused and loses nothing.
-    def graceful_stop(message, drain: last_to_listen?)
-      return if @stopping # the master repeats QUIT until we are gone
-
-      @stopping = true
-      @counters.accepting = false # siblings stop leaving connections to us
-      @counters.stopping! # nor count on us to share a crowd
-      @logger.info(message)
-      return stop_keeping_alive unless drain && !@listeners.empty?
-
-      left = @listeners.size
-      @reactor.retire(drain: true) do |listener|
-        # a worker's listeners stay the master's (its socket files too)
-        listener.close(unlink: @standalone)
-        let_go if (left -= 1).zero?
-      end
-    end
-
-    def let_go
-      @counters.let_go!
-      @let_go = true
-      @logger.info("listen queue taken, listeners let go of")
-      stop_keeping_alive unless @scoreboard.siblings_listening?(@slot)
-    end
-
-    # At every sweep: once let go, the siblings' listeners are awaited.
-    def on_sweep
-      @access_log&.flush
-      stop_keeping_alive if @let_go && !@context.stopping && !@scoreboard.siblings_listening?(@slot)
-    end
-
-    def stop_keeping_alive
-      @context.stopping = true
-      @reactor.retire unless @let_go # no more accepting (a drain stopped it already)
-    end
-
-    # Standalone, or a worker whose master let go of the listeners: only
-    # this process and its siblings still hold them.
-    def last_to_listen?
-      @standalone || (!@let_go_pipe.nil? && @let_go_pipe.read_nonblock(1, exception: false).nil?)
-    rescue IOError, SystemCallError
-      false
-    end
-
-    # The pipe's write end lives only in the master: EOF means it died.
-    def master_gone
-      @reactor.unwatch(@master_pipe)
-      graceful_stop("master is gone: finishing requests in progress, then exiting", drain: true)
-      # no master is left to enforce `timeout`: do it here
-      limit = @config[:timeout]
-      Thread.new do
-        sleep(limit)
-        @access_log&.flush_at_exit
-        exit!(1)
-      end
-    end
   end
 end

@@ -340,7 +340,7 @@ class CLITest < Minitest::Test
   # The server `rackup -s narwhal` runs (no master) says the same.
   def test_the_standalone_server_gives_a_url_too
     script = "require 'narwhal'; c = Narwhal::Configurator.new; c.add_listener('127.0.0.1:0'); " \
-             "Narwhal::Server.new(->(_env) { [200, {}, ['standalone']] }, c).run"
+             "Narwhal::Server.standalone(->(_env) { [200, {}, ['standalone']] }, c).run"
     Dir.mktmpdir do |dir|
       log = File.join(dir, "log")
       pid = Process.spawn(RbConfig.ruby, "-I", File.join(Narwhal::ServerProcess::ROOT, "lib"), "-e", script,

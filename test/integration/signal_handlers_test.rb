@@ -81,9 +81,9 @@ class SignalHandlersTest < Minitest::Test
     assert_host_handlers_back(output, status)
   end
 
-  # `Narwhal::Server.new(app, config).run` binds its own listeners.
+  # `Narwhal::Server.standalone(app, config).run` binds its own listeners.
   def test_a_standalone_server_gives_back_the_hosts_handlers
-    serve = "c = Narwhal::Configurator.new; c.add_listener('127.0.0.1:0'); Narwhal::Server.new(#{APP}, c).run"
+    serve = "c = Narwhal::Configurator.new; c.add_listener('127.0.0.1:0'); Narwhal::Server.standalone(#{APP}, c).run"
     output, status = run_host(host_script(serve), ready: /serving pid=/)
     assert_host_handlers_back(output, status)
   end
