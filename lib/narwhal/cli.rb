@@ -78,40 +78,50 @@ module Narwhal
     def parse_options
       OptionParser.new do |o|
         o.banner = "Usage: narwhal [options] [config.ru]"
-        o.on("-c", "--config-file FILE", "configuration file (Ruby DSL)") do |f|
-          @config_file = File.expand_path(f, @launch_dir)
-        end
-        o.on("-E", "--env RACK_ENV", "RACK_ENV (default: development)") { |e| @flags.push("-E", ENV["RACK_ENV"] = e) }
-        o.on("-D", "--daemonize", "run in the background") { @daemonize = true }
-        o.on("-N", "--no-default-middleware", "no middleware added for RACK_ENV") { @default_middleware = false }
-        o.on("--threads N", Integer, "request threads per worker process (default 1)") { |n| @threads = n }
-        o.on("-l", "--listen ADDR", "host:port, :port or a Unix socket path (repeatable)") { |a| @listen << a }
-        o.on("-o", "--host HOST", "listen on HOST (default 127.0.0.1)") { |h| @host = h }
-        o.on("-p", "--port PORT", Integer, "listen on PORT (default 8080)") { |p| @port = p }
-        o.on("-I", "--include PATHS", "add PATHS (colon separated) to $LOAD_PATH") do |paths|
-          $LOAD_PATH.unshift(*paths.split(":"))
-          @flags.push("-I", paths)
-        end
-        o.on("-r", "--require LIB", "require LIB before loading the app") { |lib| @requires << lib }
-        o.on("-w", "--warn", "turn on Ruby warnings") do
-          $VERBOSE = true
-          @flags << "-w"
-        end
-        o.on("-d", "--debug", "turn on debugging ($DEBUG)") do
-          $DEBUG = true
-          @flags << "-d"
-        end
-        o.on("-v", "--version", "print the version and exit") do
-          puts "narwhal #{VERSION}"
-          exit 0
-        end
-        o.on("-h", "--help", "print this help and exit") do
-          puts o
-          exit 0
-        end
+        server_options(o)
+        ruby_options(o)
         help_footer(o)
       end.parse!(@argv)
       ENV["RACK_ENV"] ||= "development"
+    end
+
+    # Unicorn's and rackup's flags for the server and the app.
+    def server_options(o)
+      o.on("-c", "--config-file FILE", "configuration file (Ruby DSL)") do |f|
+        @config_file = File.expand_path(f, @launch_dir)
+      end
+      o.on("-E", "--env RACK_ENV", "RACK_ENV (default: development)") { |e| @flags.push("-E", ENV["RACK_ENV"] = e) }
+      o.on("-D", "--daemonize", "run in the background") { @daemonize = true }
+      o.on("-N", "--no-default-middleware", "no middleware added for RACK_ENV") { @default_middleware = false }
+      o.on("--threads N", Integer, "request threads per worker process (default 1)") { |n| @threads = n }
+      o.on("-l", "--listen ADDR", "host:port, :port or a Unix socket path (repeatable)") { |a| @listen << a }
+      o.on("-o", "--host HOST", "listen on HOST (default 127.0.0.1)") { |h| @host = h }
+      o.on("-p", "--port PORT", Integer, "listen on PORT (default 8080)") { |p| @port = p }
+    end
+
+    # Ruby's flags (-I, -r, -w, -d), version and help.
+    def ruby_options(o)
+      o.on("-I", "--include PATHS", "add PATHS (colon separated) to $LOAD_PATH") do |paths|
+        $LOAD_PATH.unshift(*paths.split(":"))
+        @flags.push("-I", paths)
+      end
+      o.on("-r", "--require LIB", "require LIB before loading the app") { |lib| @requires << lib }
+      o.on("-w", "--warn", "turn on Ruby warnings") do
+        $VERBOSE = true
+        @flags << "-w"
+      end
+      o.on("-d", "--debug", "turn on debugging ($DEBUG)") do
+        $DEBUG = true
+        @flags << "-d"
+      end
+      o.on("-v", "--version", "print the version and exit") do
+        puts "narwhal #{VERSION}"
+        exit 0
+      end
+      o.on("-h", "--help", "print this help and exit") do
+        puts o
+        exit 0
+      end
     end
 
     def help_footer(parser)

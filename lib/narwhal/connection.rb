@@ -138,10 +138,8 @@ module Narwhal
       CLOSE
     end
 
-    # What becomes of the connection once the responder returned: KEEP it
-    # for the next request, WRITE the rest of the response from the spool,
-    # CLOSE it, or RELEASE it (hijacked). Only answers; the caller tells the
-    # reactor.
+    # Once the responder returned: KEEP it for the next request, WRITE the
+    # spool's rest, CLOSE it, or RELEASE it (hijacked). Only answers.
     def after_response(outcome)
       hijacked = outcome == Responder::HIJACKED || @request.hijacked?
       return start_send(outcome) if !hijacked && @out.pending?
@@ -178,24 +176,10 @@ module Narwhal
     def process
       @parser ||= new_parser
       while true # rubocop:disable Style/InfiniteLoop
-        if @state == IDLE
-          @state = HEAD
-          @env = @request.start
-          @idle_deadline = @deadline
-          @deadline = Clock.now + @header_timeout if @requests > 0 # rubocop:disable Style/NumericPredicate
-        end
+        start_request if @state == IDLE
         if @state == HEAD
           @off = @parser.execute(@env, @buf, @off)
-          unless @parser.head_done?
-            # only empty lines so far (allowed before a request line, sent by
-            # some clients after a body): the connection is still idle
-            if @off >= @buf.bytesize && !@env.key?(REQUEST_METHOD)
-              @state = IDLE
-              @deadline = @idle_deadline
-            end
-            return KEEP
-          end
-
+          return head_waits unless @parser.head_done?
           return CLOSE unless start_body
         end
         if @state == BODY && !read_body
@@ -213,6 +197,23 @@ module Narwhal
       refuse_body(e)
     end
 
+    def start_request
+      @state = HEAD
+      @env = @request.start
+      @idle_deadline = @deadline
+      @deadline = Clock.now + @header_timeout if @requests > 0 # rubocop:disable Style/NumericPredicate
+    end
+
+    # The head is not complete. Only empty lines so far (allowed before a
+    # request line, sent by some clients after a body): still idle.
+    def head_waits
+      if @off >= @buf.bytesize && !@env.key?(REQUEST_METHOD)
+        @state = IDLE
+        @deadline = @idle_deadline
+      end
+      KEEP
+    end
+
     # Drops consumed bytes so that the next request starts at offset 0.
     def discard_consumed
       return if @off.zero?
@@ -225,9 +226,7 @@ module Narwhal
       end
     end
 
-    # The request is complete: the dispatcher runs it; then the connection
-    # waits for the next one, sends the rest of the response, closes, or
-    # leaves the reactor (hijacked).
+    # The request is complete: the dispatcher runs it (#after_response).
     def serve
       @requests += 1
       keepalive = @parser.keepalive? && @requests < @keepalive_requests && !@context.stopping

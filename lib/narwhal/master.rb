@@ -16,6 +16,7 @@ module Narwhal
     autoload :ForkLimits, "narwhal/master/fork_limits"
     autoload :ForkRefused, "narwhal/master/forker"
     autoload :Forker, "narwhal/master/forker"
+    autoload :MainLoop, "narwhal/master/main_loop"
     autoload :MemoryHeadroom, "narwhal/master/memory_headroom"
     autoload :PidFile, "narwhal/master/pid_file"
     autoload :Recycler, "narwhal/master/recycler"
@@ -29,6 +30,7 @@ module Narwhal
     autoload :WorkerTable, "narwhal/master/worker_table"
 
     include Commands # what each signal does
+    include MainLoop
 
     # Queued for the loop; CHLD only wakes it (it reaps on every pass).
     QUEUED_SIGNALS = %w[QUIT INT TERM USR1 USR2 HUP TTIN TTOU WINCH].freeze
@@ -104,13 +106,7 @@ module Narwhal
       # with no USR2 successor): the workers are then the last to hold them
       @let_go_r, @let_go_w = IO.pipe
       @notify = SystemdNotify.new(@logger)
-      ready = method(:first_worker_ready)
-      # a worker a soft timeout interrupted is replaced first, as a recycled one
-      retire = ->(worker) { @recycler.retire(worker, nil) }
-      @workers = WorkerTable.new(@config, @scoreboard, self, on_first_ready: ready, on_retire: retire,
-                                                             tally: @tally, forker: @forker) do |worker, reports|
-        worker_process(worker, reports).run
-      end
+      @workers = worker_table
       @recycler = Recycler.new(@workers, @tally)
       @control = start_control(wait_if_busy: reexeced)
       @signals = System::SignalQueue.new
@@ -124,72 +120,19 @@ module Narwhal
       self
     end
 
-    # Runs the master loop; returns the exit status.
-    def join
-      status = nil
-      status = guarded_pass until status
-      shutdown # outside the guard: a shutdown that raises ends the master
-      status
-    ensure
-      @signals&.restore # for a program that runs the master inside it (rackup)
-    end
-
     private
 
-    # One pass of the loop; the exit status once the master is done, else nil.
-    def pass
-      @notify.watchdog # here, so that a master stuck anywhere in its loop stops pinging
-      @workers.reap(stopping: @shutdown.stopping?) { |pid, status| reexec_exited(pid, status) }
-      while (sig = @signals.pop)
-        handle_signal(sig)
-      end
-      return 0 if @shutdown.stopping? && @workers.empty?
-
-      stop(:QUIT, "drain_delay over") if @shutdown.drain_over?(Clock.now)
-      if @shutdown.stopping?
-        @workers.signal_all(@shutdown.signal) # again, for any worker that missed it
-        @shutdown.kill_stragglers(@workers, @logger, Clock.now)
-      else
-        reason = @workers.give_up_reason
-        return give_up(reason) if reason
-
-        @monitor.check(@workers) do |worker, sig, policy|
-          sig == :QUIT ? @recycler.retire(worker, policy.event) : @workers.signal(worker, sig)
-        end
-        @recycler.step(@worker_processes)
-        @workers.retire_beyond(@worker_processes)
-        @workers.spawn_missing(@worker_processes)
-      end
-      nil
-    end
-
-    # The master outlives its own failures: its workers would follow it
-    # and the port would refuse connections. Hooks and forks handle theirs
-    # where they run (WorkerTable); what reaches here is unexpected: logged
-    # with its backtrace, and the next pass waits as after a failed fork
-    # (RespawnPolicy's delays), so an error on every pass cannot spin.
-    def guarded_pass
-      status = pass
-      @failed_passes = 0
-      sleep_on_pipe unless status
-      status
-    rescue StandardError => e
-      @failed_passes += 1
-      delay = RespawnPolicy.delay(@failed_passes)
-      @logger.error("master loop failed: #{ErrorMessage.for(e)}; carrying on in #{format('%g', delay)}s" \
-                    "#{ErrorMessage.backtrace(e)}")
-      @signals.wait(delay)
-      nil
-    end
-
-    # Also wakes for a worker's report, and when a held-back fork is due.
-    def sleep_on_pipe
-      timeout = [@monitor.interval, MAX_SLEEP, @workers.respawn_wait, @notify.watchdog_wait,
-                 @shutdown.wait(Clock.now)].compact.min
-      @workers.read_reports if @signals.wait(timeout, [@workers.reports_reader])
-    end
-
     # --- workers ---
+
+    def worker_table
+      ready = method(:first_worker_ready)
+      # a worker a soft timeout interrupted is replaced first, as a recycled one
+      retire = ->(worker) { @recycler.retire(worker, nil) }
+      WorkerTable.new(@config, @scoreboard, self, on_first_ready: ready, on_retire: retire,
+                                                  tally: @tally, forker: @forker) do |worker, reports|
+        worker_process(worker, reports).run
+      end
+    end
 
     # What a forked worker runs (WorkerProcess), given what it needs.
     def worker_process(worker, reports)

@@ -5,9 +5,8 @@ require "etc"
 module Narwhal
   class Configurator
     # The object a config file is evaluated in: its public methods are the
-    # directives. Each validates its argument; a bad one is noted with the
-    # config file's line and the file read on, so that one run reports
-    # every problem of the file (Configurator raises with all of them).
+    # directives. Each validates its argument; a bad one is noted with its
+    # line and the file read on: one run reports every problem of the file.
     class DSL
       include Paths
       include Recycling

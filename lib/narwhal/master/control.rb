@@ -22,19 +22,17 @@ module Narwhal
     # take the answer; at most MAX_CLIENTS are held, the oldest dropped
     # beyond. Every answer closes its connection.
     class Control
+      autoload :Exchange, "narwhal/master/control/exchange"
       autoload :Handover, "narwhal/master/control/handover"
       autoload :Metrics, "narwhal/master/control/metrics"
       autoload :Status, "narwhal/master/control/status"
+      include Exchange
 
       MAX_REQUEST = 4096
       READ_DEADLINE = 5
       WRITE_DEADLINE = 10
       MAX_CLIENTS = 32
       ROUTES = %w[/metrics /health /ready /status].freeze
-      REQUEST_LINE = %r{\A([A-Z]+) (\S+) HTTP/1\.[01]\r?\n}
-
-      # One connection: what it sent, what it is sent, by when.
-      Client = Struct.new(:io, :input, :output, :deadline)
 
       # Its socket's options: no deferred accept (a probe's connection is
       # answered at once) and a short queue. A Unix socket is 0600: only the
@@ -219,74 +217,6 @@ module Narwhal
         drop(@clients.each_value.min_by(&:deadline)) if @clients.size >= MAX_CLIENTS
         @clients[io] = Client.new(io, +"", nil, Clock.now + @read_deadline)
       end
-
-      def read(client)
-        return unless client
-
-        data = client.io.read_nonblock(MAX_REQUEST, exception: false)
-        return if data == :wait_readable
-        return drop(client) if data.nil? # gone before asking
-
-        client.input << data
-        parse(client)
-      rescue SystemCallError, IOError
-        drop(client)
-      end
-
-      # A complete head gets its answer; a first line that is no request
-      # line gets 400 at once, a head past MAX_REQUEST 431.
-      def parse(client)
-        input = client.input
-        if input.include?("\n") && !input.match?(REQUEST_LINE)
-          respond(client, "GET", 400, { "content-type" => "text/plain" }, "bad request\n")
-        elsif input.include?("\r\n\r\n") || input.include?("\n\n")
-          method, target = input[REQUEST_LINE].split(" ", 3)
-          respond(client, method, *answer(method, target))
-        elsif input.bytesize >= MAX_REQUEST
-          respond(client, "GET", 431, { "content-type" => "text/plain" }, "request too large\n")
-        end
-      end
-
-      def respond(client, method, code, headers, body)
-        body = "" if method == "HEAD"
-        head = +"HTTP/1.1 #{code} #{REASONS.fetch(code)}\r\n"
-        headers.merge("content-length" => body.bytesize.to_s, "connection" => "close").each do |k, v|
-          head << k << ": " << v << "\r\n"
-        end
-        client.output = "#{head}\r\n#{body}".b
-        client.deadline = Clock.now + WRITE_DEADLINE
-        write(client)
-      rescue StandardError => e
-        @logger.error("control #{method}: #{ErrorMessage.for(e)}#{ErrorMessage.backtrace(e)}")
-        client.output = "HTTP/1.1 500 Internal Server Error\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".b
-      end
-
-      def write(client)
-        return unless client
-
-        written = client.io.write_nonblock(client.output, exception: false)
-        return if written == :wait_writable
-
-        client.output = client.output.byteslice(written..)
-        drop(client) if client.output.empty?
-      rescue SystemCallError, IOError
-        drop(client)
-      end
-
-      def expire
-        now = Clock.now
-        @clients.values.each { |client| drop(client) if client.deadline <= now }
-      end
-
-      def drop(client)
-        return unless client
-
-        @clients.delete(client.io)
-        client.io.close unless client.io.closed?
-      end
-
-      REASONS = { 200 => "OK", 400 => "Bad Request", 404 => "Not Found", 405 => "Method Not Allowed",
-                  431 => "Request Header Fields Too Large", 503 => "Service Unavailable" }.freeze
     end
   end
 end
