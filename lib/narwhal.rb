@@ -36,6 +36,7 @@ module Narwhal
   autoload :ErrorMessage, "narwhal/error_message"
   autoload :Listener, "narwhal/listener"
   autoload :Master, "narwhal/master"
+  autoload :Next, "narwhal/next"
   autoload :Reactor, "narwhal/reactor"
   autoload :Request, "narwhal/request"
   autoload :ThreadedRequest, "narwhal/request"

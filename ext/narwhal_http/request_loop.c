@@ -47,6 +47,8 @@ typedef struct {
 static ID id_limits, id_call, id_start, id_complete, id_flags, id_finish, id_out, id_pending_p, id_stopping,
     id_respond_returned, id_send_rest, id_request_started, id_request_finished, id_iv_hijacked, id_iv_io,
     id_attach, id_remote_addr_set;
+/* Narwhal::Next's KEEP and CLOSE: what the loop answers for what it served */
+static VALUE sym_keep, sym_close;
 static VALUE key_response_finished, key_after_reply, key_early_hints;
 
 static void loop_mark(void *ptr)
@@ -305,6 +307,15 @@ static VALUE serve_fd(request_loop *l, int fd, VALUE request, VALUE context, lon
   return result;
 }
 
+/* The loop's own Qtrue/Qfalse in Narwhal::Next's words; nil and the
+ * Responder's outcome pass as they are. */
+static VALUE next_step(VALUE result)
+{
+  if (result == Qtrue) return sym_keep;
+  if (result == Qfalse) return sym_close;
+  return result;
+}
+
 /*
  * serve(fd, buf, request, context, requests, max_requests) -> result
  *
@@ -316,11 +327,12 @@ static VALUE serve_fd(request_loop *l, int fd, VALUE request, VALUE context, lon
  * as max_requests, context.stopping) decide keep-alive as Connection
  * would. It reads into its own buffer: after it, buf holds only the bytes
  * it left (or nothing), and #requests is the new count. The result:
- * - true: nothing left to read or serve, the connection stays (idle);
- * - false: it closes (the client did, or the response said so);
+ * - :keep: nothing left to read or serve, the connection stays (idle);
+ * - :close: it closes (the client did, or the response said so);
  * - nil: buf holds bytes the loop did not serve (Ruby parses them);
- * - a Responder outcome (:keep, :close, :hijacked): the Responder finished
- *   the last request; buf holds what came after it.
+ * - a Responder outcome (:keep, :close, :release): the Responder finished
+ *   the last request, which Ruby finishes (its env is still set); buf
+ *   holds what came after it.
  */
 static VALUE loop_serve(VALUE self, VALUE vfd, VALUE buf, VALUE request, VALUE context, VALUE vrequests,
                         VALUE vmax)
@@ -334,7 +346,7 @@ static VALUE loop_serve(VALUE self, VALUE vfd, VALUE buf, VALUE request, VALUE c
   result = serve_fd(l, NUM2INT(vfd), request, context, NUM2LONG(vmax), &off);
   leave_rest(buf, l->in, off);
   RB_GC_GUARD(buf);
-  return result;
+  return next_step(result);
 }
 
 struct first_serve {
@@ -411,7 +423,7 @@ static VALUE loop_accept_serve(VALUE self, VALUE vlistener, VALUE request, VALUE
     return Qfalse;
   }
   if (f.off < RSTRING_LEN(f.l->in)) rest = rb_str_new(RSTRING_PTR(f.l->in) + f.off, RSTRING_LEN(f.l->in) - f.off);
-  return rb_ary_new_from_args(3, INT2FIX(f.fd), result, rest);
+  return rb_ary_new_from_args(3, INT2FIX(f.fd), next_step(result), rest);
 }
 
 void nw_init_request_loop(void)
@@ -425,6 +437,8 @@ void nw_init_request_loop(void)
   rb_define_method(c, "requests", loop_requests, 0);
   rb_define_const(c, "READ_SIZE", INT2FIX(READ_SIZE));
 
+  sym_keep = ID2SYM(rb_intern("keep"));
+  sym_close = ID2SYM(rb_intern("close"));
   id_limits = rb_intern("limits");
   id_call = rb_intern("call");
   id_start = rb_intern("start");

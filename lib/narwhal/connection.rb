@@ -50,10 +50,10 @@ module Narwhal
     REQUEST_METHOD = Request::REQUEST_METHOD
     PATH_INFO = Request::PATH_INFO
 
-    KEEP = Reactor::KEEP
-    WRITE = Reactor::WRITE
-    CLOSE = Reactor::CLOSE
-    RELEASE = Reactor::RELEASE
+    KEEP = Next::KEEP
+    WRITE = Next::WRITE
+    CLOSE = Next::CLOSE
+    RELEASE = Next::RELEASE
 
     include Idleness
     include Body
@@ -141,7 +141,7 @@ module Narwhal
     # Once the responder returned: KEEP it for the next request, WRITE the
     # spool's rest, CLOSE it, or RELEASE it (hijacked). Only answers.
     def after_response(outcome)
-      hijacked = outcome == Responder::HIJACKED || @request.hijacked?
+      hijacked = outcome == RELEASE || @request.hijacked?
       return start_send(outcome) if !hijacked && @out.pending?
 
       finish_request
@@ -149,7 +149,7 @@ module Narwhal
       # KEEP: the head said keep-alive, so the connection stays even if a
       # graceful stop began since (with threads, while the app ran): its
       # client may send the next request at once
-      return CLOSE unless outcome == Responder::KEEP
+      return CLOSE unless outcome == KEEP
 
       @deadline = Clock.now + @keepalive_timeout
       KEEP

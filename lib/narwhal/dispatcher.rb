@@ -3,8 +3,7 @@
 module Narwhal
   # Where a complete request runs: on the thread that read it, always. The
   # reading side (Connection) hands each complete Request to #dispatch and
-  # is told what became of the connection (Responder's KEEP, CLOSE or
-  # HIJACKED).
+  # is told what became of the connection (Next: KEEP, CLOSE or RELEASE).
   module Dispatcher
     autoload :AcceptGate, "narwhal/dispatcher/accept_gate"
     autoload :ForkGuard, "narwhal/dispatcher/fork_guard"

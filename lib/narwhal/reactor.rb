@@ -34,10 +34,10 @@ module Narwhal
     include Closing
     include Load
 
-    KEEP = :keep
-    WRITE = :write
-    CLOSE = :close
-    RELEASE = :release
+    KEEP = Next::KEEP
+    WRITE = Next::WRITE
+    CLOSE = Next::CLOSE
+    RELEASE = Next::RELEASE
 
     # How often deadlines are checked; timeouts are accurate to this.
     SWEEP_INTERVAL = 0.25

@@ -4,8 +4,8 @@ module Narwhal
   # Runs the app for one complete request and writes its response: marks
   # the scoreboard (the master's `timeout` clock), calls the app, writes the
   # response, closes the body, runs rack.response_finished and
-  # rack.after_reply, and says what becomes of the connection: KEEP it for
-  # the next request, CLOSE it, or HIJACKED (the app took the socket).
+  # rack.after_reply, and says what becomes of the connection (Next): KEEP
+  # it for the next request, CLOSE it, or RELEASE it (the app took the socket).
   #
   # One per thread that runs the app (one per worker today). It keeps the
   # current response's status, headers and error in instance variables,
@@ -27,9 +27,9 @@ module Narwhal
     # adds RequestTimeout).
     FAILURES = [StandardError, ScriptError].freeze
 
-    KEEP = :keep
-    CLOSE = :close
-    HIJACKED = :hijacked
+    KEEP = Next::KEEP
+    CLOSE = Next::CLOSE
+    RELEASE = Next::RELEASE
 
     REQUEST_METHOD = Request::REQUEST_METHOD
     PATH_INFO = Request::PATH_INFO
@@ -152,14 +152,14 @@ module Narwhal
       status, headers, body = result
       @returned = status
       @mark = request.out.sent if @access_log # early hints are not the response's bytes
-      return HIJACKED if request.hijacked?
+      return RELEASE if request.hijacked?
 
       @status = status
       @headers = headers
       written = write(request.out, status, headers, body, request.flags)
-      return KEEP if written == true
+      return written unless written == CLOSE && request.hijacked?
 
-      written == ResponseWriter::HIJACKED || request.hijacked? ? HIJACKED : CLOSE
+      RELEASE
     rescue *failures => e
       failed(request, env, e)
     ensure

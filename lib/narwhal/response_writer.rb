@@ -8,7 +8,9 @@ module Narwhal
     autoload :ErrorResponse, "narwhal/response_writer/error_response"
     autoload :OutputStream, "narwhal/response_writer/output_stream"
 
-    HIJACKED = :hijacked
+    KEEP = Next::KEEP
+    CLOSE = Next::CLOSE
+    RELEASE = Next::RELEASE
     HEAD_END = "\r\n\r\n"
     # Seconds the advertised idle timeout stays below keepalive_timeout: a
     # client starts counting when it has read the response, later than the
@@ -44,8 +46,8 @@ module Narwhal
     end
 
     # Writes the response to out (the connection's SocketWriter); returns
-    # true to keep the connection, false to close it, or HIJACKED when the
-    # app took the socket.
+    # what becomes of the connection (Next): KEEP or CLOSE as the head said,
+    # RELEASE when the app took the socket.
     def write(out, status, headers, body, flags)
       @started = false
       headers = to_hash(headers) unless headers.is_a?(Hash)
@@ -61,13 +63,13 @@ module Narwhal
       @started = true
       out.write(@buf)
       case mode
-      when ResponseHead::DONE then return @head.keepalive?
+      when ResponseHead::DONE then return @head.keepalive? ? KEEP : CLOSE
       when ResponseHead::HIJACK
         out.flush # the app writes to the socket itself: the head goes first
         @head.hijack.call(out.io)
-        return HIJACKED
+        return RELEASE
       end
-      write_body(out, body, mode, hint, path) && @head.keepalive?
+      write_body(out, body, mode, hint, path) && @head.keepalive? ? KEEP : CLOSE
     end
 
     # The size of the last response's head (its buffer may hold a small

@@ -122,7 +122,7 @@ class ResponderTest < Minitest::Test
       io = env["rack.hijack"].call
       [200, {}, []]
     end
-    assert_equal :hijacked, outcome
+    assert_equal :release, outcome
     assert_equal :the_socket, io
     assert_equal "", req.out.bytes, "nothing written after a full hijack"
   end

@@ -31,21 +31,22 @@ module Narwhal
         @requests = requests
         @off = 0 # what the loop left (if anything) is all of @buf
         @state = IDLE
-        if result == true
+        if result.nil?
+          action = process
+          action == KEEP ? nil : action
+        elsif (@env = @request.env) # what the rest of its response is sent for
+          # the Responder finished the last request (the loop did not, so
+          # its env is set); requests read after it are served here, what
+          # is still unread when epoll reports it
+          action = after_response(result)
+          action == KEEP && @off < @buf.bytesize ? process : action
+        elsif result == KEEP
           # nothing read at all: the deadline it had stands (a new
           # connection's first request is timed from accept)
           @deadline = Clock.now + @keepalive_timeout if @requests > before
           KEEP
-        elsif result == false
-          CLOSE
-        elsif result
-          # the Responder finished the last request; requests read after it
-          # are served here, what is still unread when epoll reports it
-          @env = @request.env # what the rest of its response is sent for
-          action = after_response(result)
-          action == KEEP && @off < @buf.bytesize ? process : action
-        elsif (action = process) != KEEP
-          action
+        else
+          result
         end
       end
     end

@@ -22,7 +22,7 @@ module Narwhal
         return linger unless @out.pending?
 
         @rejected = true
-        start_send(Responder::CLOSE)
+        start_send(CLOSE)
       end
 
       # The answer is sent: no more bytes from us; what the client still

@@ -31,7 +31,7 @@ module Narwhal
       # it (#on_writable).
       def start_send(outcome)
         @send ||= PendingSend.new(@out, @context.limits.write_timeout, @context.logger)
-        @send.start(@env || EMPTY_ENV, outcome != Responder::KEEP)
+        @send.start(@env || EMPTY_ENV, outcome != KEEP)
         finish_request
         @state = SEND
         @deadline = @send.deadline
