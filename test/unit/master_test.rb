@@ -4,54 +4,59 @@ require "test_helper"
 require "logger"
 require "stringio"
 
-# The master's loop outlives an exception of its own: logged with its
-# backtrace, and the next pass comes after a growing wait, not at once.
-class MasterLoopTest < Minitest::Test
-  # The signal queue as the loop's error path uses it: its waits, noted.
-  FakeSignals = Struct.new(:waits) do
-    def wait(timeout, _others = [])
-      waits << timeout
-      nil
-    end
-
-    def restore; end
+# The master as hooks and its command line see it, before its loop runs:
+# Unicorn's `server` (pid, listen, listeners) and a preloaded app that does
+# not load. Its loop is master/main_loop_test.rb's, its signals
+# master/commands_test.rb's.
+class MasterTest < Minitest::Test
+  def setup
+    @dir = Dir.mktmpdir("narwhal-master")
+    @log = StringIO.new
+    @config = Narwhal::Configurator.new
+    @config.settings[:logger] = Logger.new(@log)
   end
 
-  # A master with only what its loop needs; shutdown: what its own does.
-  def master_with(log, signals, shutdown: -> {})
-    master = Narwhal::Master.allocate
-    master.instance_variable_set(:@logger, Logger.new(log))
-    master.instance_variable_set(:@signals, signals)
-    master.instance_variable_set(:@failed_passes, 0)
-    master.define_singleton_method(:shutdown) { shutdown.call }
-    master
+  def teardown
+    @master&.listeners&.each(&:close)
+    FileUtils.rm_rf(@dir)
   end
 
-  def test_a_pass_that_raises_is_logged_and_the_loop_goes_on_after_a_growing_wait
-    log = StringIO.new
-    signals = FakeSignals.new([])
-    shut = 0
-    master = master_with(log, signals, shutdown: -> { shut += 1 })
-    passes = [-> { raise NoMethodError, "undefined method `pid' for nil" }, -> { raise "again" }, -> {},
-              -> { raise "later" }, -> { 0 }]
-    master.define_singleton_method(:pass) { passes.shift.call }
-    master.define_singleton_method(:sleep_on_pipe) { signals.waits << :sleep }
-    assert_equal 0, master.join, "the exit status of the pass that ended it"
-    assert_equal 1, shut, "shut down once, at the end"
-    assert_equal [0.5, 1.0, :sleep, 0.5], signals.waits, "a pass that went well resets the wait"
-    assert_match(/master loop failed: undefined method `pid' for nil; carrying on in 0\.5s\n.*master_test\.rb/,
-                 log.string)
-    assert_includes log.string, "master loop failed: again; carrying on in 1s\n"
+  # A port nothing listens on (bound, then let go).
+  def free_port
+    server = TCPServer.new("127.0.0.1", 0)
+    server.addr[1]
+  ensure
+    server&.close
   end
 
-  # Stopping is not a pass to retry: a shutdown that fails ends the master
-  # (with the error) rather than running it again forever.
-  def test_a_shutdown_that_raises_ends_the_loop
-    signals = FakeSignals.new([])
-    master = master_with(StringIO.new, signals, shutdown: -> { raise IOError, "closed stream" })
-    master.define_singleton_method(:pass) { 0 }
-    master.define_singleton_method(:sleep_on_pipe) { signals.waits << :sleep }
-    assert_raises(IOError) { master.join }
-    assert_empty signals.waits
+  def test_a_preloaded_app_that_does_not_load_stops_the_start_before_anything_is_bound
+    port = free_port
+    pid_path = File.join(@dir, "narwhal.pid")
+    @config.settings.update(preload_app: true, pid: pid_path)
+    @config.add_listener("127.0.0.1:#{port}")
+    broken = -> { raise Narwhal::BootError, "config.ru:3: uninitialized constant Appp" }
+    @master = Narwhal::Master.new(@config, broken)
+    e = assert_raises(Narwhal::BootError) { @master.start }
+    assert_equal "config.ru:3: uninitialized constant Appp", e.message
+    assert_empty @master.listeners
+    TCPServer.new("127.0.0.1", port).close # the port is still free
+    refute File.exist?(pid_path), "no pid file"
+  end
+
+  # What Unicorn's hooks call on `server`: no pid file, the configured
+  # worker count, and listen binding a listener of its own (the
+  # per-worker port trick in after_fork).
+  def test_hooks_see_unicorns_server
+    @config.settings[:worker_processes] = 3
+    @master = Narwhal::Master.new(@config, -> { raise "not built" })
+    assert_nil @master.pid
+    assert_equal 3, @master.worker_processes
+    assert_same @config, @master.config
+    refute @master.draining?
+    listener = @master.listen(File.join(@dir, "hook.sock"))
+    assert_equal [listener], @master.listeners
+    assert File.socket?(File.join(@dir, "hook.sock"))
+    UNIXSocket.new(File.join(@dir, "hook.sock")).close # it accepts connections
+    assert_includes @log.string, "listening on"
   end
 end

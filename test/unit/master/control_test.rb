@@ -75,34 +75,22 @@ class ControlTest < Minitest::Test
     assert_equal "close", response["connection"]
   end
 
+  # A status that cannot be read (a bug, /proc gone) costs that one
+  # answer a 500, logged; the listener goes on answering.
+  def test_a_status_that_raises_is_answered_500_and_the_listener_goes_on
+    def @status.to_h = raise(Errno::ENOENT, "/proc/1/status")
+    answer = get("/status")
+    assert_equal [500, "internal error\n"], [answer.status, answer.body]
+    assert_match(%r{control GET /status: /proc/1/status: no such file or directory\n.*in .to_h.}, @log.string)
+    assert_equal 200, get("/health").status, "still answering"
+  end
+
   def test_ready_says_why_not
     @status.ready = false
     assert_equal [503, "not ready: no worker serving\n"], get("/ready").then { |r| [r.status, r.body] }
     @status.draining = true
     assert_equal [503, "not ready: draining\n"], get("/ready").then { |r| [r.status, r.body] }
     assert_equal 200, get("/health").status, "the master still runs"
-  end
-
-  def test_bad_requests_get_an_answer_and_a_close
-    client = connect.write("hello there\r\n\r\n")
-    assert_equal 400, client.read_response.status
-    assert client.closed?
-    client = connect.write("GET /#{'a' * 5000}")
-    assert_equal 431, client.read_response.status
-    assert client.closed?
-  end
-
-  # One select loop serves them all: a client that sends nothing, or half
-  # a request, does not hold up the next, and is dropped at its deadline.
-  def test_silent_and_slow_clients_neither_block_others_nor_stay
-    silent = connect
-    slow = connect.write("GET /hea")
-    started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
-    assert_equal 200, get("/health").status
-    assert_operator Process.clock_gettime(Process::CLOCK_MONOTONIC) - started, :<, 0.4, "answered before any deadline"
-    assert silent.closed?(timeout: 5), "the silent client is dropped at its deadline"
-    assert slow.closed?(timeout: 5), "so is the one that never finished its request"
-    assert_equal 200, get("/health").status
   end
 
   def test_more_clients_than_it_holds_drop_the_oldest

@@ -141,58 +141,6 @@ class WorkerMonitorTest < Minitest::Test
     assert_equal 15.0, Monitor.for(config, FakeScoreboard.new({})).interval
   end
 
-  # requests: { nr => served }; memory: { pid => bytes }
-  CountingBoard = Struct.new(:served) do
-    def requests(nr) = served.fetch(nr, 0)
-    def busy_for(_nr) = nil
-  end
-
-  def test_a_worker_over_the_memory_limit_is_retired_once_rss_or_pss_and_not_before_its_first_request
-    memory = Object.new
-    def memory.rss(pid) = { 100 => 600 << 20, 101 => 400 << 20, 102 => 700 << 20 }[pid]
-    def memory.pss(pid) = rss(pid) / 2
-    board = CountingBoard.new({ 0 => 5, 1 => 5 }) # 2 has served nothing yet
-    limit = Monitor::MemoryLimit.new(512 << 20, interval: 5, memory: memory)
-    monitor = Monitor.new(board, [Monitor::Timeout.new(30), limit], @logger)
-    list = workers(3)
-    assert_equal [[0, :QUIT]], verdicts(monitor, list)
-    assert_equal "worker=0 pid=100 memory 600.0 MiB (RSS) > worker_memory_limit 512.0 MiB, recycling\n", @log.string
-    assert_equal 5, monitor.interval
-
-    list[0].recycling = true
-    limit.instance_variable_set(:@next_at, nil)
-    assert_empty verdicts(monitor, list), "a worker being replaced is not retired again"
-    assert_empty verdicts(monitor, workers(3)), "memory is read once per interval"
-
-    pss = Monitor::MemoryLimit.new(256 << 20, pss: true, memory: memory)
-    assert_equal [[0, :QUIT]], verdicts(Monitor.new(board, [pss], @logger), workers(2))
-    assert_includes @log.string, "worker=0 pid=100 memory 300.0 MiB (PSS) > worker_memory_limit 256.0 MiB"
-  end
-
-  def test_a_gone_process_has_no_memory_to_judge
-    limit = Monitor::MemoryLimit.new(1 << 20)
-    gone = Narwhal::Worker.new(0).tap { |w| w.pid = 2**22 + 1 } # above pid_max's default
-    assert_nil limit.breach(gone, CountingBoard.new({ 0 => 1 }))
-  end
-
-  def test_each_worker_has_its_own_request_limit_within_the_jitter
-    limit = Monitor::RequestLimit.new(100, 20)
-    limits = (1000...1100).map { |pid| limit.limit_for(pid) }
-    assert limits.all? { |n| n.between?(100, 120) }
-    assert_operator limits.uniq.size, :>, 10, "spread, so workers do not retire together"
-    assert_equal limits, (1000...1100).map { |pid| limit.limit_for(pid) }, "the same on every pass"
-    assert_equal [100], (1..50).map { |pid| Monitor::RequestLimit.new(100, 0).limit_for(pid) }.uniq
-
-    list = workers(2)
-    own = limit.limit_for(list[1].pid)
-    board = CountingBoard.new({ 0 => own - 1, 1 => own })
-    board.served[0] = limit.limit_for(list[0].pid) - 1
-    monitor = Monitor.new(board, [limit], @logger)
-    assert_equal [[1, :QUIT]], verdicts(monitor, list)
-    assert_equal "worker=1 pid=101 served #{own} requests, worker_max_requests #{own} (100 + jitter #{own - 100}), " \
-                 "recycling\n", @log.string
-  end
-
   def test_the_configuration_asks_for_the_policies
     config = Narwhal::Configurator.new
     assert_equal [Monitor::Timeout], Monitor.for(config, nil).instance_variable_get(:@policies).map(&:class)

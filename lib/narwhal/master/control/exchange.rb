@@ -13,7 +13,8 @@ module Narwhal
         Client = Struct.new(:io, :input, :output, :deadline)
 
         REASONS = { 200 => "OK", 400 => "Bad Request", 404 => "Not Found", 405 => "Method Not Allowed",
-                    431 => "Request Header Fields Too Large", 503 => "Service Unavailable" }.freeze
+                    431 => "Request Header Fields Too Large", 500 => "Internal Server Error",
+                    503 => "Service Unavailable" }.freeze
 
         private
 
@@ -38,10 +39,19 @@ module Narwhal
             respond(client, "GET", 400, { "content-type" => "text/plain" }, "bad request\n")
           elsif input.include?("\r\n\r\n") || input.include?("\n\n")
             method, target = input[REQUEST_LINE].split(" ", 3)
-            respond(client, method, *answer(method, target))
+            respond(client, method, *answering(method, target))
           elsif input.bytesize >= MAX_REQUEST
             respond(client, "GET", 431, { "content-type" => "text/plain" }, "request too large\n")
           end
+        end
+
+        # The route's answer (Control#answer); one it fails to make (a status
+        # that cannot be read) is a 500, logged, and the listener goes on.
+        def answering(method, target)
+          answer(method, target)
+        rescue StandardError => e
+          @logger.error("control #{method} #{target}: #{ErrorMessage.for(e)}#{ErrorMessage.backtrace(e)}")
+          [500, { "content-type" => "text/plain" }, "internal error\n"]
         end
 
         def respond(client, method, code, headers, body)
