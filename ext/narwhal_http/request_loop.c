@@ -40,11 +40,10 @@ typedef struct {
   VALUE parser;    /* an HttpParser, made by the first #serve */
   VALUE in;        /* the read buffer */
   VALUE out;       /* the response buffer */
-  VALUE on_start;  /* called as a request starts (request threads), or nil */
   long requests;   /* requests the connection has had */
 } request_loop;
 
-static ID id_limits, id_call, id_start, id_complete, id_flags, id_finish, id_out, id_pending_p, id_stopping,
+static ID id_limits, id_call, id_start, id_complete, id_flags, id_finish, id_out, id_pending_p,
     id_respond_returned, id_send_rest, id_request_started, id_request_finished, id_iv_hijacked, id_iv_io,
     id_attach, id_remote_addr_set;
 /* Narwhal::Next's KEEP and CLOSE: what the loop answers for what it served */
@@ -61,7 +60,6 @@ static void loop_mark(void *ptr)
   rb_gc_mark(l->parser);
   rb_gc_mark(l->in);
   rb_gc_mark(l->out);
-  rb_gc_mark(l->on_start);
 }
 
 static size_t loop_size(const void *ptr) { return sizeof(request_loop); }
@@ -78,7 +76,7 @@ static VALUE loop_alloc(VALUE klass)
 {
   request_loop *l;
   VALUE obj = TypedData_Make_Struct(klass, request_loop, &loop_type, l);
-  l->app = l->responder = l->slot = l->head = l->parser = l->in = l->out = l->on_start = Qnil;
+  l->app = l->responder = l->slot = l->head = l->parser = l->in = l->out = Qnil;
   return obj;
 }
 
@@ -94,14 +92,6 @@ static VALUE loop_initialize(VALUE self, VALUE app, VALUE responder, VALUE slot,
   l->in = rb_str_buf_new(READ_SIZE);
   l->out = rb_str_buf_new(OUT_CAPACITY);
   return self;
-}
-
-/* on_start = callable: called before each app call (request threads:
- * the reactor lets a sibling take the next connection), or nil. */
-static VALUE loop_set_on_start(VALUE self, VALUE callable)
-{
-  get_loop(self)->on_start = callable;
-  return callable;
 }
 
 static VALUE loop_requests(VALUE self) { return LONG2NUM(get_loop(self)->requests); }
@@ -194,7 +184,6 @@ static VALUE run_request(request_loop *l, int fd, VALUE request, VALUE env, VALU
   long len, sent;
   int state = 0, keepalive;
 
-  if (!NIL_P(l->on_start)) rb_funcall(l->on_start, id_call, 0);
   slot_started(l, nw_http_parser_method(parser), nw_http_parser_path(parser));
   res = rb_protect(call_app, (VALUE)&app, &state);
   if (state) {
@@ -251,7 +240,7 @@ static void leave_rest(VALUE buf, VALUE in, long off)
  * it is the new count after). *off: where the bytes of l->in that it did
  * not serve begin (l->in's length: none). The result is #serve's.
  */
-static VALUE serve_fd(request_loop *l, int fd, VALUE request, VALUE context, long max, long *off_out)
+static VALUE serve_fd(request_loop *l, int fd, VALUE request, VALUE context, long *off_out)
 {
   VALUE parser = NIL_P(l->parser) ? (l->parser = nw_http_parser_for(rb_struct_getmember(context, id_limits)))
                                   : l->parser;
@@ -263,7 +252,6 @@ static VALUE serve_fd(request_loop *l, int fd, VALUE request, VALUE context, lon
   nw_http_parser_reset(parser);
   for (;;) {
     VALUE env;
-    int keepalive;
 
     if (off >= len) {
       /* a short read took all there was: the socket is drained (as
@@ -292,10 +280,10 @@ static VALUE serve_fd(request_loop *l, int fd, VALUE request, VALUE context, lon
     }
     off = next;
     l->requests++; /* kept if the app unwinds the loop */
-    keepalive = nw_http_parser_keepalive(parser) && l->requests < max &&
-                !RTEST(rb_struct_getmember(context, id_stopping));
-    rb_funcall(request, id_complete, 5, Qnil, nw_http_parser_http11(parser) ? Qtrue : Qfalse,
-               keepalive ? Qtrue : Qfalse, Qfalse, nw_http_parser_method(parser));
+    /* the parser's verdict; Request decides the server's side */
+    rb_funcall(request, id_complete, 6, Qnil, nw_http_parser_http11(parser) ? Qtrue : Qfalse,
+               nw_http_parser_keepalive(parser) ? Qtrue : Qfalse, Qfalse, nw_http_parser_method(parser),
+               LONG2FIX(l->requests));
     result = run_request(l, fd, request, env, parser);
     if (result != Qtrue && result != Qfalse) break; /* the Responder's: Connection finishes it */
     rb_funcall(request, id_finish, 0);
@@ -317,15 +305,14 @@ static VALUE next_step(VALUE result)
 }
 
 /*
- * serve(fd, buf, request, context, requests, max_requests) -> result
+ * serve(fd, buf, request, context, requests) -> result
  *
  * Reads from fd (the connection's socket, nothing of it buffered in buf) and
  * serves each request it reads while they are the common kind, parsed
  * with its own parser (configured by context.limits): a connection needs
- * one of its own only for what Ruby reads. requests:
- * how many the connection had; the Responder's limits (keepalive_requests
- * as max_requests, context.stopping) decide keep-alive as Connection
- * would. It reads into its own buffer: after it, buf holds only the bytes
+ * one of its own only for what Ruby reads. requests: how many the
+ * connection had; Request#complete, given the parser's verdict and the
+ * count, decides keep-alive as for a request Ruby reads. It reads into its own buffer: after it, buf holds only the bytes
  * it left (or nothing), and #requests is the new count. The result:
  * - :keep: nothing left to read or serve, the connection stays (idle);
  * - :close: it closes (the client did, or the response said so);
@@ -334,8 +321,7 @@ static VALUE next_step(VALUE result)
  *   the last request, which Ruby finishes (its env is still set); buf
  *   holds what came after it.
  */
-static VALUE loop_serve(VALUE self, VALUE vfd, VALUE buf, VALUE request, VALUE context, VALUE vrequests,
-                        VALUE vmax)
+static VALUE loop_serve(VALUE self, VALUE vfd, VALUE buf, VALUE request, VALUE context, VALUE vrequests)
 {
   request_loop *l = get_loop(self);
   long off;
@@ -343,7 +329,7 @@ static VALUE loop_serve(VALUE self, VALUE vfd, VALUE buf, VALUE request, VALUE c
 
   StringValue(buf);
   l->requests = NUM2LONG(vrequests);
-  result = serve_fd(l, NUM2INT(vfd), request, context, NUM2LONG(vmax), &off);
+  result = serve_fd(l, NUM2INT(vfd), request, context, &off);
   leave_rest(buf, l->in, off);
   RB_GC_GUARD(buf);
   return next_step(result);
@@ -353,7 +339,7 @@ struct first_serve {
   request_loop *l;
   int fd;
   VALUE request, context, writer, addr;
-  long max, off;
+  long off;
 };
 
 /* The writer gets the descriptor and the request the client's address
@@ -364,7 +350,7 @@ static VALUE serve_first(VALUE arg)
   f->writer = rb_funcall(f->request, id_out, 0);
   rb_funcall(f->writer, id_attach, 1, INT2FIX(f->fd));
   if (!NIL_P(f->addr)) rb_funcall(f->request, id_remote_addr_set, 1, f->addr);
-  return serve_fd(f->l, f->fd, f->request, f->context, f->max, &f->off);
+  return serve_fd(f->l, f->fd, f->request, f->context, &f->off);
 }
 
 /* Ruby made an IO of the socket (the Responder wrote, the app hijacked):
@@ -372,7 +358,7 @@ static VALUE serve_first(VALUE arg)
 static int socket_in_ruby(VALUE writer) { return !NIL_P(rb_ivar_get(writer, id_iv_io)); }
 
 /*
- * accept_serve(listener_fd, request, context, max_requests)
+ * accept_serve(listener_fd, request, context)
  *   -> nil, false or [fd, result, rest]
  *
  * Accepts a connection from the listener and serves its first requests
@@ -388,7 +374,7 @@ static int socket_in_ruby(VALUE writer) { return !NIL_P(rb_ivar_get(writer, id_i
  *   It and request are the caller's (a Connection).
  * accept(2) errors are raised (Errno::ECONNABORTED, EMFILE, ...).
  */
-static VALUE loop_accept_serve(VALUE self, VALUE vlistener, VALUE request, VALUE context, VALUE vmax)
+static VALUE loop_accept_serve(VALUE self, VALUE vlistener, VALUE request, VALUE context)
 {
   struct first_serve f;
   struct sockaddr_storage peer;
@@ -408,7 +394,6 @@ static VALUE loop_accept_serve(VALUE self, VALUE vlistener, VALUE request, VALUE
   f.context = context;
   f.writer = Qnil;
   f.addr = nw_sockaddr_text(&peer, peer_len);
-  f.max = NUM2LONG(vmax);
   f.off = 0;
   f.l->requests = 0;
   /* from here on whatever raises closes the descriptor, unless Ruby made
@@ -431,9 +416,8 @@ void nw_init_request_loop(void)
   VALUE c = rb_define_class_under(nw_mNarwhal, "RequestLoop", rb_cObject);
   rb_define_alloc_func(c, loop_alloc);
   rb_define_method(c, "initialize", loop_initialize, 4);
-  rb_define_method(c, "on_start=", loop_set_on_start, 1);
-  rb_define_method(c, "serve", loop_serve, 6);
-  rb_define_method(c, "accept_serve", loop_accept_serve, 4);
+  rb_define_method(c, "serve", loop_serve, 5);
+  rb_define_method(c, "accept_serve", loop_accept_serve, 3);
   rb_define_method(c, "requests", loop_requests, 0);
   rb_define_const(c, "READ_SIZE", INT2FIX(READ_SIZE));
 
@@ -447,7 +431,6 @@ void nw_init_request_loop(void)
   id_finish = rb_intern("finish");
   id_out = rb_intern("out");
   id_pending_p = rb_intern("pending?");
-  id_stopping = rb_intern("stopping");
   id_respond_returned = rb_intern("respond_returned");
   id_send_rest = rb_intern("send_rest");
   id_request_started = rb_intern("request_started");

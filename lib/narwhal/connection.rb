@@ -72,7 +72,6 @@ module Narwhal
       @dispatcher = context.dispatcher
       limits = context.limits
       @keepalive_timeout = limits.keepalive_timeout
-      @keepalive_requests = limits.keepalive_requests
       @header_timeout = limits.client_header_timeout
       @body_timeout = limits.client_body_timeout
       @parser = nil # made when a request is first read here, not by the RequestLoop
@@ -229,8 +228,7 @@ module Narwhal
     # The request is complete: the dispatcher runs it (#after_response).
     def serve
       @requests += 1
-      keepalive = @parser.keepalive? && @requests < @keepalive_requests && !@context.stopping
-      @request.complete(@input, @parser.http11?, keepalive, @parser.queue_stamp?)
+      @request.complete(@input, @parser.http11?, @parser.keepalive?, @parser.queue_stamp?, @env[REQUEST_METHOD], @requests)
       @state = SERVING
       @deadline = NO_DEADLINE
       after_response(@dispatcher.dispatch(@request, self))

@@ -8,6 +8,7 @@ module Narwhal
     autoload :AcceptGate, "narwhal/dispatcher/accept_gate"
     autoload :ForkGuard, "narwhal/dispatcher/fork_guard"
     autoload :Inline, "narwhal/dispatcher/inline"
+    autoload :Shedding, "narwhal/dispatcher/shedding"
     autoload :Threaded, "narwhal/dispatcher/threaded"
   end
 end

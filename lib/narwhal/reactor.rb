@@ -30,9 +30,11 @@ module Narwhal
     autoload :Closing, "narwhal/reactor/closing"
     autoload :Load, "narwhal/reactor/load"
     autoload :Threads, "narwhal/reactor/threads"
+    autoload :Watching, "narwhal/reactor/watching"
     include Adoption
     include Closing
     include Load
+    include Watching
 
     KEEP = Next::KEEP
     WRITE = Next::WRITE
@@ -42,20 +44,13 @@ module Narwhal
     # How often deadlines are checked; timeouts are accurate to this.
     SWEEP_INTERVAL = 0.25
 
-    # Runs a block when a pipe is readable (signals, the master's pipe).
-    Watcher = Struct.new(:block) do
-      def on_readable
-        block.call
-        KEEP
-      end
-    end
-
     # max_handlers: connections held at most (worker_connections); gate:
     # an Dispatcher::AcceptGate (request threads) or nil (one thread).
-    def initialize(logger, max_handlers: Float::INFINITY, gate: nil)
+    # poller: the epoll set to run on (made here when nil).
+    def initialize(logger, max_handlers: Float::INFINITY, gate: nil, poller: nil)
       @logger = logger
       @threaded = !gate.nil?
-      @poller = Poller.new(@threaded)
+      @poller = poller || Poller.new(@threaded)
       # with threads each report goes to one thread, and is re-armed by it
       @handler_events = @threaded ? Poller::READ | Poller::ONESHOT : Poller::READ
       @write_events = @threaded ? Poller::WRITE | Poller::ONESHOT : Poller::WRITE
@@ -83,23 +78,6 @@ module Narwhal
     # itself (#accept_served).
     def add_listener(listener, factory = nil, &block)
       @acceptors.add(listener, factory || block)
-    end
-
-    # Calls the block whenever io is readable: in the loop, or with
-    # request threads on the thread that keeps them (Threads).
-    def watch(io, &block)
-      return @watchers[io] = block if @threaded
-
-      fd = io.fileno
-      @targets[fd] = Watcher.new(block)
-      @writing[fd] = false
-      @poller.add(fd, Poller::READ)
-    end
-
-    def unwatch(io)
-      return @watchers.delete(io) if @threaded
-
-      forget(io.fileno)
     end
 
     # Runs until the listeners are gone (#retire, #close_all) and every
@@ -198,9 +176,15 @@ module Narwhal
 
     # Runs the handler's step, then does what it answered. Also when the
     # step did not return (the app ended its thread): the connection closes.
+    # With request threads, this thread is busy from here on: the accept
+    # gate looks again first (Acceptors#request_starting).
     def dispatch(target, fd)
       action = CLOSE
-      action = @writing[fd] ? target.on_writable : target.on_readable
+      action = if @writing[fd] then target.on_writable
+               else
+                 @acceptors.request_starting if @threaded
+                 target.on_readable
+               end
     rescue StandardError => e
       internal_error(e) # a bug must cost one connection, never the process
     ensure

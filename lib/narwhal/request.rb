@@ -30,12 +30,13 @@ module Narwhal
     HEAD = ResponseHead::REQ_HEAD
 
     # What a request asks of the serving process it runs in when it runs
-    # in none (a Connection::Context: #stopping turns true on a graceful stop).
-    NOT_STOPPING = Struct.new(:stopping).new(false).freeze
+    # in none (a Connection::Context: #stopping turns true on a graceful
+    # stop; its limits say keepalive_requests).
+    NOT_STOPPING = Struct.new(:stopping, :shedding, :limits).new(false, nil, nil).freeze
 
-    # env: the current request's, nil between requests. flags: ResponseHead's
-    # REQ_* bits for the response. out: the connection's SocketWriter.
-    attr_reader :env, :flags, :out, :finished_callbacks, :after_reply
+    # env: the current request's, nil between requests. out: the
+    # connection's SocketWriter.
+    attr_reader :env, :out, :finished_callbacks, :after_reply
 
     # template: the listener's env defaults (frozen, shared); early_hints:
     # whether rack.early_hints is offered; context: the serving process's
@@ -46,6 +47,8 @@ module Narwhal
     def initialize(template, out, remote_addr, early_hints = false, context = NOT_STOPPING)
       @out = out
       @context = context
+      limits = context.limits
+      @max_requests = limits ? limits.keepalive_requests : Float::INFINITY
       @finished_callbacks = []
       @after_reply = []
       @template = env = template.dup
@@ -73,17 +76,33 @@ module Narwhal
     end
 
     # The request is complete: input is its body (nil without one);
-    # queue_stamp: its head has a proxy's X-Request-Start (or
-    # X-Queue-Start), which only then is looked for (Responder::QueueTime); method:
-    # its REQUEST_METHOD, when the caller has it at hand.
-    def complete(input, http11, keepalive, queue_stamp = false, method = @env[REQUEST_METHOD])
+    # keepalive: the parser's verdict (HTTP/1.1 without `Connection: close`,
+    # or HTTP/1.0 asking keep-alive); queue_stamp: its head has a proxy's
+    # X-Request-Start (or X-Queue-Start), which only then is looked for
+    # (Responder::QueueTime); method: its REQUEST_METHOD, when the caller
+    # has it at hand; requests: how many the connection has had, this one
+    # counted.
+    #
+    # Keep-alive is decided here and in #flags, for the server's side: the
+    # parser's verdict and keepalive_requests now, the server's state
+    # (a graceful stop, shedding) when the head is written. The app's side
+    # (its Connection header, a body whose length cannot be told) is the
+    # response head's (ResponseHead, response.c), which writes the answer.
+    def complete(input, http11, keepalive, queue_stamp = false, method = @env[REQUEST_METHOD], requests = 1)
       @env[RACK_INPUT] = input.to_io if input
       @request_method = method
       @queue_stamp = queue_stamp
       flags = http11 ? HTTP11 : 0
-      flags |= KEEPALIVE if keepalive
+      flags |= KEEPALIVE if keepalive && requests < @max_requests
       flags |= HEAD if method == HEAD_METHOD
       @flags = flags
+    end
+
+    # The response's flags (ResponseHead's REQ_* bits), asked as its head
+    # is written: keep-alive ends once a graceful stop began.
+    def flags
+      close_connection if @context.stopping
+      @flags
     end
 
     # The method as the client sent it (the env's may change in the app),
@@ -142,8 +161,8 @@ module Narwhal
   # With one thread the stop waits for the request to end.
   class ThreadedRequest < Request
     def flags
-      close_connection if (@flags & KEEPALIVE) != 0 && (@context.stopping || @context.dispatcher.shed?)
-      @flags
+      close_connection if (@flags & KEEPALIVE) != 0 && @context.shedding&.shed?
+      super
     end
   end
 end

@@ -57,8 +57,9 @@ module Narwhal
       @soft_timeout = Responder::SoftTimeout.new(config[:soft_timeout], @logger) if config[:soft_timeout]
       path, format = config[:access_log]
       @access_log = path && AccessLog.open(path, format, @logger)
-      @dispatcher = threaded? ? Dispatcher::Threaded.new(scoreboard, slot) : Dispatcher::Inline.new(responder_for(0))
-      @context = Connection::Context.new(@limits, @dispatcher, @logger, @counters, false, @access_log)
+      @poller = Poller.new(threaded?) # the reactor's epoll set; with threads Shedding reads it too
+      @dispatcher = threaded? ? Dispatcher::Threaded.new : Dispatcher::Inline.new(responder_for(0))
+      @context = Connection::Context.new(@limits, @dispatcher, @logger, @counters, false, @access_log, shedding)
       @master_pipe = master_pipe
       @let_go_pipe = let_go_pipe
       @ready = ready
@@ -81,8 +82,7 @@ module Narwhal
       bind if @standalone && @listeners.empty?
       gate = threaded? ? Dispatcher::AcceptGate.new(@threads, @scoreboard, @slot, @listeners.map(&:io)) : nil
       cap = Configurator::ConnectionCap.new(@config[:worker_connections]).limit
-      @reactor = Reactor.new(@logger, max_handlers: cap, gate: gate)
-      @dispatcher.reactor = @reactor if threaded?
+      @reactor = Reactor.new(@logger, max_handlers: cap, gate: gate, poller: @poller)
       @listeners.each { |l| accept_from(l) }
       install_signals
       @reactor.watch(@master_pipe) { master_gone } if @master_pipe
@@ -106,6 +106,11 @@ module Narwhal
 
     def threaded?
       @threads > 1
+    end
+
+    # Request threads with siblings: responses may be shed (Dispatcher::Shedding).
+    def shedding
+      Dispatcher::Shedding.new(@poller, @scoreboard, @slot) if threaded? && @scoreboard.size > 1
     end
 
     # In loop thread i (also one started again after the app ended the

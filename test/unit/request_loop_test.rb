@@ -79,14 +79,14 @@ class RequestLoopTest < Minitest::Test
     dispatcher = Narwhal::Dispatcher::Inline.new(@responder)
     @context = Narwhal::Connection::Context.new(limits, dispatcher, Logger.new(@log), FakeCounters.new, false)
     out = (access_log ? Narwhal::CountingSocketWriter : Narwhal::SocketWriter).new(@server, 5, budget)
-    @request = Narwhal::Request.new(TEMPLATE, out, "10.0.0.1")
+    @request = Narwhal::Request.new(TEMPLATE, out, "10.0.0.1", false, @context) # as Connection::Factory makes it
     Narwhal::Connection.new(@server, @request, @context)
   end
 
   # A new client of the same server (and thread) as the last #connection.
   def next_connection
     @server, @client = UNIXSocket.pair
-    @request = Narwhal::Request.new(TEMPLATE, Narwhal::SocketWriter.new(@server, 5), "10.0.0.2")
+    @request = Narwhal::Request.new(TEMPLATE, Narwhal::SocketWriter.new(@server, 5), "10.0.0.2", false, @context)
     Narwhal::Connection.new(@server, @request, @context)
   end
 

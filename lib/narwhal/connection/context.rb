@@ -5,6 +5,7 @@ module Narwhal
     # What every connection of a serving process shares. stopping turns
     # true once a graceful stop began: responses then say Connection: close.
     # access_log: the AccessLog (nil: off), for the requests refused here.
-    Context = Struct.new(:limits, :dispatcher, :logger, :counters, :stopping, :access_log)
+    # shedding: a Dispatcher::Shedding (request threads and siblings), or nil.
+    Context = Struct.new(:limits, :dispatcher, :logger, :counters, :stopping, :access_log, :shedding)
   end
 end

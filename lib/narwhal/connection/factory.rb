@@ -30,7 +30,6 @@ module Narwhal
         @request_class = threaded ? ThreadedRequest : Request
         @writer_class = counting ? CountingSocketWriter : SocketWriter
         @write_timeout = context.limits.write_timeout
-        @keepalive_requests = context.limits.keepalive_requests
         @budget = budget
         @spares = {}.compare_by_identity # RequestLoop => its Request for the next connection
       end
@@ -49,7 +48,7 @@ module Narwhal
       def accept_served
         request_loop = @context.dispatcher.request_loop or return UNSERVED
         request = @spares.delete(request_loop) || spare_request
-        got = request_loop.accept_serve(@listener.io.fileno, request, @context, @keepalive_requests)
+        got = request_loop.accept_serve(@listener.io.fileno, request, @context)
         unless got
           @spares[request_loop] = request
           @counters.count(Scoreboard::CONNECTIONS_ACCEPTED) if got == false

@@ -21,7 +21,7 @@ module Narwhal
       def run_loop(request_loop)
         @state = SERVING # not idle to a graceful stop, nor silent
         before = @requests
-        result = request_loop.serve(@fd, @buf, @request, @context, before, @keepalive_requests)
+        result = request_loop.serve(@fd, @buf, @request, @context, before)
         after_loop(result, request_loop.requests, before)
       end
 

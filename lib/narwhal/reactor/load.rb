@@ -2,18 +2,11 @@
 
 module Narwhal
   class Reactor
-    # How busy the reactor is, as the dispatcher and the AcceptGate ask it
-    # (request threads): connections held, reports no thread waits for, a
-    # crowd, threads waiting; and the hook a thread calls before it runs a
-    # request.
+    # How busy the reactor is, as its acceptors and the server ask it:
+    # connections held, a crowd (request threads), threads waiting.
     module Load
       def handler_count
         @handlers.size
-      end
-
-      # Reports wait that no thread waits to take (request threads).
-      def backlog?
-        @poller.waiting.zero? && @poller.pending?
       end
 
       # Request threads: this worker's connections wait (for a thread or for
@@ -26,11 +19,6 @@ module Narwhal
       # Mirrors the threads waiting for reports (idle) into worker_slot.
       def publish_waiting(worker_slot)
         @poller.publish_waiting(worker_slot)
-      end
-
-      # A loop thread is about to run a request (request threads, siblings).
-      def request_starting
-        @acceptors.request_starting
       end
     end
   end

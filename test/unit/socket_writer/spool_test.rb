@@ -6,7 +6,7 @@ require "socket"
 # One connection's unsent response: memory, then a temporary file, and file
 # ranges sent from the file itself; in order, within the worker's budget,
 # leaving nothing behind.
-class ResponseSpoolTest < Minitest::Test
+class SocketWriterSpoolTest < Minitest::Test
   def setup
     @budget = Narwhal::SocketWriter::SpoolBudget.new(1024 * 1024, 16, disk_reserve: 0)
     @spool = Narwhal::SocketWriter::Spool.new(@budget)

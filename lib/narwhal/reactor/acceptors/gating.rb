@@ -13,10 +13,10 @@ module Narwhal
         # How often a crowded worker looks at its listen queues (#admit).
         ADMISSION_INTERVAL = 0.001
 
-        # A loop thread is about to run a request it read: the gate looks
-        # again with that thread busy (its scoreboard sub-slot does not say
-        # so yet), so that a sibling with more idle threads gets the next
-        # connection.
+        # A loop thread took a report (Reactor#dispatch) and is busy from
+        # now: the gate looks again with that thread counted busy (its
+        # scoreboard sub-slot does not say so yet), so that a sibling with
+        # more idle threads gets the next connection.
         def request_starting
           check_gate(Clock.now, 1) unless @gate_open && @gate.alone?
         end

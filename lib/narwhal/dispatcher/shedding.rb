@@ -1,0 +1,30 @@
+# frozen_string_literal: true
+
+module Narwhal
+  module Dispatcher
+    # Whether a response's connection is shed (request threads, siblings),
+    # asked when its head is written, after the app returned (Request's
+    # flags): while other reports wait in this worker that no thread of it
+    # waits to take, and a sibling worker has an idle thread (blocked
+    # waiting for a report, not just between two requests), the response
+    # says Connection: close, so that the client's next request reconnects
+    # and the kernel gives it to a worker that can serve it now. Reports
+    # still waiting once a request has run have waited as long as it took:
+    # a burst that a free thread takes at once is no backlog worth a
+    # reconnect. With one worker, or every worker full, nothing is shed:
+    # that would only cost reconnects.
+    class Shedding
+      # poller: this worker's epoll set (its threads waiting, its reports
+      # pending); scoreboard/nr: where the siblings' idle threads are read.
+      def initialize(poller, scoreboard, nr)
+        @poller = poller
+        @scoreboard = scoreboard
+        @nr = nr
+      end
+
+      def shed?
+        @poller.waiting.zero? && @poller.pending? && @scoreboard.most_waiting_threads(@nr).positive?
+      end
+    end
+  end
+end
