@@ -26,7 +26,7 @@ class ServerStoppingTest < Minitest::Test
       end
       [200, {}, [env["PATH_INFO"]]]
     end
-    port = start(Narwhal::Server.standalone(app, new_config))
+    port = start(Narwhal::Server.standalone(app, new_config(keepalive_timeout: 1))) # idle: closed at its deadline
     slow = Thread.new { get(port, "/slow").body }
     entered.pop # the only thread is in the app: the next connection waits in the listen queue
     queued = TCPSocket.new("127.0.0.1", port)
