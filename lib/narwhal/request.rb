@@ -14,6 +14,7 @@ module Narwhal
   class Request
     autoload :Input, "narwhal/request/input"
     autoload :NullInput, "narwhal/request/input"
+    autoload :Threaded, "narwhal/request/threaded"
 
     REMOTE_ADDR = "REMOTE_ADDR"
     RACK_INPUT = "rack.input"
@@ -149,20 +150,6 @@ module Narwhal
     def early_hints(headers)
       Responder::SoftTimeout.deferred { ResponseWriter.early_hints(@out, headers) } if (@flags & HTTP11) != 0
       nil
-    end
-  end
-
-  # A Request in a worker with request threads: a graceful stop may begin
-  # while it waits or runs (the other threads serve on), and its response,
-  # whose head is written after the app returns, is then the connection's
-  # last; so is it when, by then, requests wait in the worker that no
-  # thread of it is free to take while a sibling has one (the dispatcher
-  # sheds it: the client reconnects to a worker that can serve it now).
-  # With one thread the stop waits for the request to end.
-  class ThreadedRequest < Request
-    def flags
-      close_connection if (@flags & KEEPALIVE) != 0 && @context.shedding&.shed?
-      super
     end
   end
 end

@@ -13,6 +13,7 @@ module Narwhal
   # instead, giving up with WriteTimeout when the client takes nothing for
   # `timeout` seconds. Socket errors surface as ClientGone.
   class SocketWriter
+    autoload :Counting, "narwhal/socket_writer/counting"
     autoload :Spool, "narwhal/socket_writer/spool"
     autoload :SpoolBudget, "narwhal/socket_writer/spool_budget"
 
@@ -206,32 +207,6 @@ module Narwhal
       return if io.wait_writable(@timeout)
 
       raise WriteTimeout, "client took no data for #{@timeout}s"
-    end
-  end
-
-  # A SocketWriter that counts the bytes taken for the client on its
-  # connection, sent or spooled: the access log's count. A class of its
-  # own so that without the log no write pays for counting.
-  class CountingSocketWriter < SocketWriter
-    attr_reader :sent
-
-    def initialize(io, timeout, budget = nil, io_class = nil)
-      super
-      @sent = 0
-    end
-
-    def write(str)
-      @sent += str.bytesize
-      super
-    end
-
-    # What it returns is what went (a file read and written goes through
-    # #write as well: counted once, here).
-    def write_file(file, length)
-      before = @sent
-      n = super
-      @sent = before + n
-      n
     end
   end
 end

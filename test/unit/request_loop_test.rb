@@ -78,7 +78,7 @@ class RequestLoopTest < Minitest::Test
                                        access_log: access_log, keep_alive: "keep-alive: timeout=4\r\n")
     dispatcher = Narwhal::Dispatcher::Inline.new(@responder)
     @context = Narwhal::Connection::Context.new(limits, dispatcher, Logger.new(@log), FakeCounters.new, false)
-    out = (access_log ? Narwhal::CountingSocketWriter : Narwhal::SocketWriter).new(@server, 5, budget)
+    out = (access_log ? Narwhal::SocketWriter::Counting : Narwhal::SocketWriter).new(@server, 5, budget)
     @request = Narwhal::Request.new(TEMPLATE, out, "10.0.0.1", false, @context) # as Connection::Factory makes it
     Narwhal::Connection.new(@server, @request, @context)
   end

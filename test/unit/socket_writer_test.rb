@@ -142,24 +142,6 @@ class SocketWriterTest < Minitest::Test
     assert got == ("a" * (BIG / 8)) + ("b" * BIG), "in order"
   end
 
-  # The access log's byte count: what the socket took and what waits in
-  # the spool, strings and files alike, each byte once.
-  def test_the_counting_writer_counts_sent_spooled_and_file_bytes
-    writer = Narwhal::CountingSocketWriter.new(@sock, 5, @budget)
-    writer.write("head")
-    Tempfile.create("narwhal-count") do |file|
-      file.write("f" * BIG)
-      file.flush
-      assert_equal BIG, writer.write_file(file, BIG) # more than the socket takes: the rest spooled
-      writer.write("tail")
-      assert_equal BIG + 8, writer.sent
-      assert writer.pending?
-      @writer = writer # teardown drops the spool
-      assert_equal "head#{'f' * BIG}tail", receive(BIG + 8)
-    end
-    refute Narwhal::SocketWriter.new(@sock, 5).respond_to?(:sent), "no counting without the log"
-  end
-
   def test_flush_waits_until_the_spool_is_sent
     @writer.write("a" * BIG)
     reader = Thread.new { got = +""; got << @peer.readpartial(1 << 20) while got.bytesize < BIG; got }

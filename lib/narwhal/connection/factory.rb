@@ -20,15 +20,15 @@ module Narwhal
       UNSERVED = :unserved
 
       # budget: the worker's SocketWriter::SpoolBudget (nil: never spool); threaded: request
-      # threads (ThreadedRequest); counting: the access log counts bytes sent.
+      # threads (Request::Threaded); counting: the access log counts bytes sent.
       def initialize(listener, template, context, counters, budget:, early_hints:, threaded:, counting:)
         @listener = listener
         @template = template
         @context = context
         @counters = counters
         @early_hints = early_hints
-        @request_class = threaded ? ThreadedRequest : Request
-        @writer_class = counting ? CountingSocketWriter : SocketWriter
+        @request_class = threaded ? Request::Threaded : Request
+        @writer_class = counting ? SocketWriter::Counting : SocketWriter
         @write_timeout = context.limits.write_timeout
         @budget = budget
         @spares = {}.compare_by_identity # RequestLoop => its Request for the next connection
