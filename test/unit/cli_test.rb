@@ -6,7 +6,7 @@ require "test_helper"
 # refuses (with status 1 and one "narwhal:" line per problem), and the
 # command line USR2 runs again. Booting a server is
 # test/integration/cli_test.rb's.
-class CLITest < Minitest::Test
+class NarwhalCLITest < Minitest::Test
   def setup
     @dir = Dir.mktmpdir("narwhal-cli")
     @saved_ctx = Narwhal::START_CTX.dup

@@ -35,6 +35,16 @@ class DocsTest < Minitest::Test
     end
   end
 
+  # rake test loads every test file into one process: two classes of one
+  # name would merge, each one's setup and teardown running the other's
+  # tests (a unit test and an integration test of the same stage).
+  def test_test_classes_have_names_of_their_own
+    files = Dir.chdir(ROOT) { Dir["test/**/*_test.rb", "bench/test/**/*_test.rb"] - Dir["test/apps/**/*"] }
+    names = files.flat_map { |f| File.read(File.join(ROOT, f)).scan(/^class (\w+) < Minitest::Test/).flatten.map { |c| [c, f] } }
+    repeated = names.group_by(&:first).select { |_, v| v.size > 1 }.transform_values { |v| v.map(&:last) }
+    assert_empty repeated, "test classes defined in more than one file"
+  end
+
   def test_code_the_layout_names_exists_unless_marked_planned
     entries.each do |path, planned|
       next unless path.start_with?("lib/", "ext/", "exe/")

@@ -4,7 +4,7 @@ require "test_helper"
 
 # The exceptions apps, hooks and config files see: their ancestry is what
 # their `rescue` clauses rely on.
-class ErrorsTest < Minitest::Test
+class NarwhalErrorsTest < Minitest::Test
   def test_client_gone_is_an_io_error_apps_already_rescue
     assert_operator Narwhal::ClientGone, :<, IOError
     assert_operator Narwhal::WriteTimeout, :<, Narwhal::ClientGone

@@ -8,7 +8,7 @@ require "stringio"
 # Unicorn's `server` (pid, listen, listeners) and a preloaded app that does
 # not load. Its loop is master/main_loop_test.rb's, its signals
 # master/commands_test.rb's.
-class MasterTest < Minitest::Test
+class NarwhalMasterTest < Minitest::Test
   def setup
     @dir = Dir.mktmpdir("narwhal-master")
     @log = StringIO.new

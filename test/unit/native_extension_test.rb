@@ -10,7 +10,7 @@ require "rbconfig"
 # only the tree's lib/ (this process has the extension loaded already);
 # the tree's extension is a tiny one of the same name, so that a build
 # takes a second. The real one is test/integration/native_extension_test.rb's.
-class NativeExtensionTest < Minitest::Test
+class NarwhalNativeExtensionTest < Minitest::Test
   LIB = File.expand_path("../../lib", __dir__)
   SOURCE = <<~C
     #include <ruby.h>

@@ -7,7 +7,7 @@ require "rackup/handler/narwhal"
 # The handler `rackup -s narwhal` and `rails server -u narwhal` find: its
 # options, a config it cannot take, and a master serving the app rackup
 # built (in a forked child: the handler's process is the master).
-class RackHandlerTest < Minitest::Test
+class NarwhalRackHandlerTest < Minitest::Test
   Handler = Rackup::Handler::Narwhal
 
   def setup
