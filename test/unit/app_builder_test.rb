@@ -24,7 +24,9 @@ class AppBuilderTest < Minitest::Test
   def env(path)
     { "REQUEST_METHOD" => "GET", "PATH_INFO" => path, "SCRIPT_NAME" => "", "QUERY_STRING" => "",
       "SERVER_NAME" => "x", "SERVER_PORT" => "80", "SERVER_PROTOCOL" => "HTTP/1.1", "HTTP_HOST" => "x",
-      "rack.input" => StringIO.new("".b), "rack.errors" => $stderr, "rack.url_scheme" => "http" }
+      "rack.input" => StringIO.new("".b), "rack.errors" => $stderr, "rack.url_scheme" => "http",
+      # what Rack 2.2's Lint still requires
+      "rack.version" => [1, 6], "rack.multithread" => false, "rack.multiprocess" => false, "rack.run_once" => false }
   end
 
   # [status, body, what went to stderr] for a GET of path, the app built
