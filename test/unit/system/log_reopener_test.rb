@@ -68,8 +68,10 @@ class SystemLogReopenerTest < Minitest::Test
     $stderr.write("after USR1\n")
     $stderr.reopen(saved_err)
     $stdout.reopen(saved_out)
-    assert_equal ["to stderr\n", "after USR1\n", "to stdout\n"],
-                 [File.read("#{err_path}.1"), File.read(err_path), File.read(out_path)]
+    # USR1 reopens every log file of the process: files other tests left
+    # open in deleted directories say so on the new stderr too
+    after = File.read(err_path).lines.grep_v(/\Anarwhal: cannot reopen a log file/).join
+    assert_equal ["to stderr\n", "after USR1\n", "to stdout\n"], [File.read("#{err_path}.1"), after, File.read(out_path)]
     assert_match(/master reopened \d+ log file\(s\)\n\z/, log.string)
     assert_equal 0, LogReopener.redirect_std({ stderr_path: nil, stdout_path: nil }), "none configured"
   ensure
