@@ -231,7 +231,7 @@ module Narwhal
       @request.complete(@input, @parser.http11?, @parser.keepalive?, @parser.queue_stamp?, @env[REQUEST_METHOD], @requests)
       @state = SERVING
       @deadline = NO_DEADLINE
-      after_response(@dispatcher.dispatch(@request, self))
+      after_response(@dispatcher.dispatch(@request))
     end
 
     def finish_request

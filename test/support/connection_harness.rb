@@ -30,7 +30,7 @@ module Narwhal
         @request_loop = nil # every request comes here, through Connection's Ruby path
       end
 
-      def dispatch(request, _connection)
+      def dispatch(request)
         env = request.env
         body = env["rack.input"]&.read
         @seen << { method: env["REQUEST_METHOD"], path: env["PATH_INFO"], body: body, flags: request.flags,

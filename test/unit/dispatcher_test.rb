@@ -24,7 +24,7 @@ class DispatcherTest < Minitest::Test
       Thread.new do
         dispatcher.serve_here(responder("x", thread: 1)) if dispatcher.respond_to?(:serve_here)
         refute_nil dispatcher.request_loop
-        [dispatcher.dispatch(request("/same"), :a_connection), body_received]
+        [dispatcher.dispatch(request("/same")), body_received]
       end.value
     end
     assert_equal [[Narwhal::Next::KEEP, "x /same"]] * 2, answers

@@ -1,30 +1,14 @@
 # frozen_string_literal: true
 
 require "test_helper"
+require "support/fake_out"
 require "support/fake_counters"
 require "logger"
 
 # The responder with a fake writer: the bytes it writes, the outcome it
 # reports, the scoreboard marks and the callbacks it runs.
 class ResponderTest < Minitest::Test
-  # Collects what would go to the socket.
-  class FakeOut
-    attr_reader :bytes, :io
-
-    def initialize(fail_with: nil)
-      @bytes = +""
-      @io = :the_socket
-      @fail_with = fail_with
-    end
-
-    def write(str)
-      raise @fail_with if @fail_with
-
-      @bytes << str
-    end
-
-    def flush; end
-  end
+  FakeOut = Narwhal::FakeOut # collects what would go to the socket
 
   class FakeSlot
     attr_reader :marks, :names

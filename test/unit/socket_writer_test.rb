@@ -1,12 +1,15 @@
 # frozen_string_literal: true
 
 require "test_helper"
+require "support/spool_reading"
 require "socket"
 
 # The connection's writer over a socket pair whose reader does not read:
 # it never waits while the spool has room, keeps the order of everything
 # written, and waits under its timeout as before once it has none.
 class SocketWriterTest < Minitest::Test
+  include Narwhal::SpoolReading
+
   BIG = 4 * 1024 * 1024 # more than a socket pair buffers
 
   def setup
@@ -30,17 +33,6 @@ class SocketWriterTest < Minitest::Test
     rescue SystemCallError
       false
     end
-  end
-
-  # Reads everything while the reactor's part (flush_nonblock) sends it.
-  def receive(bytes)
-    got = +""
-    while got.bytesize < bytes
-      @writer.flush_nonblock if @writer.pending?
-      r = @peer.read_nonblock(1 << 20, exception: false)
-      got << r if r.is_a?(String)
-    end
-    got
   end
 
   def test_a_write_the_client_does_not_read_returns_at_once_and_is_spooled

@@ -79,9 +79,9 @@ module Narwhal
       end
 
       # Nothing can close the gate: no connection claims a thread and no
-      # sibling accepts that could be idler. Asked before each request
+      # sibling accepts that could be idler. Asked as each thread takes a report
       # without the acceptors' lock (one scoreboard read), so that a worker
-      # on its own (or the only one accepting) pays nothing per request for
+      # on its own (or the only one accepting) pays nothing per report for
       # the gate. (A busy worker still looks again every RECHECK: a sibling
       # that accepts again is seen without waiting for a request.)
       def alone?

@@ -10,7 +10,7 @@ module Narwhal
         @responder = responder
       end
 
-      def dispatch(request, _connection)
+      def dispatch(request)
         @responder.respond(request)
       end
 

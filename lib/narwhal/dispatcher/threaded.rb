@@ -21,7 +21,7 @@ module Narwhal
         Thread.current[RESPONDER].request_loop
       end
 
-      def dispatch(request, _connection)
+      def dispatch(request)
         Thread.current[RESPONDER].respond(request)
       end
     end

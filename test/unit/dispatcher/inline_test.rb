@@ -15,10 +15,10 @@ class DispatcherInlineTest < Minitest::Test
     end
     slot = @board.thread_slot(0, 0)
     dispatcher = Narwhal::Dispatcher::Inline.new(Narwhal::Responder.new(app, Logger.new(@log), slot, FakeCounters.new))
-    assert_equal :keep, dispatcher.dispatch(request, :a_connection)
+    assert_equal :keep, dispatcher.dispatch(request)
     assert_same Thread.current, thread
     assert_equal "here", body_received
-    assert_equal :close, dispatcher.dispatch(request(keepalive: false), :a_connection)
+    assert_equal :close, dispatcher.dispatch(request(keepalive: false))
   end
 
   def test_the_request_loop_is_the_responders

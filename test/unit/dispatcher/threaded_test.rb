@@ -12,7 +12,7 @@ class DispatcherThreadedTest < Minitest::Test
     answers = Array.new(2) do |i|
       Thread.new do
         dispatcher.serve_here(responder("thread #{i}", thread: i))
-        [dispatcher.dispatch(request("/r#{i}"), :a_connection), body_received]
+        [dispatcher.dispatch(request("/r#{i}")), body_received]
       end.value
     end
     assert_equal [[:keep, "thread 0 /r0"], [:keep, "thread 1 /r1"]], answers

@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "test_helper"
+require "support/control_listener_client"
 require "logger"
 require "socket"
 require "stringio"
@@ -26,27 +27,10 @@ class ControlTest < Minitest::Test
     end
   end
 
-  def setup
-    @log = StringIO.new
-    @status = FakeStatus.new
-    @control = Control.new("127.0.0.1:0", @status, Logger.new(@log), read_deadline: 0.5).start
-    @sockets = []
-  end
+  include Narwhal::ControlListenerClient
 
-  def teardown
-    @sockets.each(&:close)
-    @control.stop
-  end
-
-  def connect
-    sock = TCPSocket.new("127.0.0.1", Integer(@control.address.split(":").last))
-    @sockets << sock
-    Narwhal::RawClient.new(sock)
-  end
-
-  def get(path, method: "GET")
-    client = connect.write("#{method} #{path} HTTP/1.1\r\nhost: x\r\n\r\n")
-    client.read_response(head: method == "HEAD")
+  def status
+    @status ||= FakeStatus.new
   end
 
   # After USR2 the old master lets go of a socket its successor answers on

@@ -1,13 +1,12 @@
 # frozen_string_literal: true
 
 require "test_helper"
-require "logger"
-require "stringio"
+require "support/worker_monitor_cases"
 
 # The master's policies over the scoreboard: which workers must go, with
 # which signal, and the line the log gets.
 class WorkerMonitorTest < Minitest::Test
-  Monitor = Narwhal::Master::WorkerMonitor
+  include Narwhal::WorkerMonitorCases
 
   # busy: { nr => seconds on the current request }; one thread per worker
   FakeScoreboard = Struct.new(:busy) do
@@ -18,22 +17,6 @@ class WorkerMonitorTest < Minitest::Test
     def snapshot(nr)
       Narwhal::Scoreboard::Snapshot.new(nr: nr, busy_threads: busy[nr] ? 1 : 0, requests_in_flight: [])
     end
-  end
-
-  def setup
-    @log = StringIO.new
-    @logger = Logger.new(@log)
-    @logger.formatter = ->(_severity, _time, _prog, message) { "#{message}\n" }
-  end
-
-  def workers(count)
-    Array.new(count) { |nr| Narwhal::Worker.new(nr).tap { |w| w.pid = 100 + nr } }
-  end
-
-  def verdicts(monitor, list)
-    found = []
-    monitor.check(list) { |worker, sig| found << [worker.nr, sig] }
-    found
   end
 
   def test_a_worker_busy_past_the_timeout_is_killed_idle_and_quick_ones_are_not

@@ -1,29 +1,13 @@
 # frozen_string_literal: true
 
 require "test_helper"
+require "support/fake_out"
 require "support/fake_counters"
 require "logger"
 
 # Narwhal::Responder::Watched: a responder under soft_timeout, with a real watchdog over a real scoreboard slot.
 class ResponderWatchedTest < Minitest::Test
-  # Collects what would go to the socket.
-  class FakeOut
-    attr_reader :bytes, :io
-
-    def initialize(fail_with: nil)
-      @bytes = +""
-      @io = :the_socket
-      @fail_with = fail_with
-    end
-
-    def write(str)
-      raise @fail_with if @fail_with
-
-      @bytes << str
-    end
-
-    def flush; end
-  end
+  FakeOut = Narwhal::FakeOut # collects what would go to the socket
 
   TEMPLATE = { "SCRIPT_NAME" => "" }.freeze
 

@@ -1,12 +1,15 @@
 # frozen_string_literal: true
 
 require "test_helper"
+require "support/spool_reading"
 require "socket"
 require "tempfile"
 
 # Narwhal::SocketWriter::Counting: the access log's count of the bytes a
 # connection's responses took, sent or spooled, over a socket pair.
 class SocketWriterCountingTest < Minitest::Test
+  include Narwhal::SpoolReading
+
   BIG = 4 * 1024 * 1024 # more than a socket pair buffers
 
   def setup
@@ -19,17 +22,6 @@ class SocketWriterCountingTest < Minitest::Test
     @writer&.discard_spool
     @sock.close unless @sock.closed?
     @peer.close unless @peer.closed?
-  end
-
-  # Reads everything while the reactor's part (flush_nonblock) sends it.
-  def receive(bytes)
-    got = +""
-    while got.bytesize < bytes
-      @writer.flush_nonblock if @writer.pending?
-      r = @peer.read_nonblock(1 << 20, exception: false)
-      got << r if r.is_a?(String)
-    end
-    got
   end
 
   # The access log's byte count: what the socket took and what waits in

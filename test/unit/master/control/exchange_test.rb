@@ -1,40 +1,18 @@
 # frozen_string_literal: true
 
 require "test_helper"
-require "logger"
-require "socket"
-require "stringio"
+require "support/control_listener_client"
 
 # The control listener's HTTP/1.x over real sockets: one request per
 # connection, answered and closed; what is not a request, or too big, or
 # too slow, gets its answer or is dropped at its deadline.
 class MasterControlExchangeTest < Minitest::Test
-  Control = Narwhal::Master::Control
+  include Narwhal::ControlListenerClient
 
   # /health and the refusals never read the status; /status reads this.
   STATUS = Struct.new(:to_h).new({ "pid" => 1, "ready" => true, "draining" => false })
 
-  def setup
-    @log = StringIO.new
-    @control = Control.new("127.0.0.1:0", STATUS, Logger.new(@log), read_deadline: 0.5).start
-    @sockets = []
-  end
-
-  def teardown
-    @sockets.each(&:close)
-    @control.stop
-  end
-
-  def connect
-    sock = TCPSocket.new("127.0.0.1", Integer(@control.address.split(":").last))
-    @sockets << sock
-    Narwhal::RawClient.new(sock)
-  end
-
-  def get(path, method: "GET")
-    client = connect.write("#{method} #{path} HTTP/1.1\r\nhost: x\r\n\r\n")
-    client.read_response(head: method == "HEAD")
-  end
+  def status = STATUS
 
   def test_bad_requests_get_an_answer_and_a_close
     client = connect.write("hello there\r\n\r\n")

@@ -1,36 +1,13 @@
 # frozen_string_literal: true
 
 require "test_helper"
-require "logger"
-require "stringio"
+require "support/worker_monitor_cases"
 
 # worker_memory_limit as the monitor applies it: RSS or PSS over the limit
 # retires a worker once, read once per interval, never before its first
 # request.
 class MasterWorkerMonitorMemoryLimitTest < Minitest::Test
-  Monitor = Narwhal::Master::WorkerMonitor
-
-  # requests: { nr => served }; memory: { pid => bytes }
-  CountingBoard = Struct.new(:served) do
-    def requests(nr) = served.fetch(nr, 0)
-    def busy_for(_nr) = nil
-  end
-
-  def setup
-    @log = StringIO.new
-    @logger = Logger.new(@log)
-    @logger.formatter = ->(_severity, _time, _prog, message) { "#{message}\n" }
-  end
-
-  def workers(count)
-    Array.new(count) { |nr| Narwhal::Worker.new(nr).tap { |w| w.pid = 100 + nr } }
-  end
-
-  def verdicts(monitor, list)
-    found = []
-    monitor.check(list) { |worker, sig| found << [worker.nr, sig] }
-    found
-  end
+  include Narwhal::WorkerMonitorCases
 
   def test_a_worker_over_the_memory_limit_is_retired_once_rss_or_pss_and_not_before_its_first_request
     memory = Object.new

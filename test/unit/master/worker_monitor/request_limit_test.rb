@@ -1,35 +1,12 @@
 # frozen_string_literal: true
 
 require "test_helper"
-require "logger"
-require "stringio"
+require "support/worker_monitor_cases"
 
 # worker_max_requests as the monitor applies it: each worker's own limit
 # within the jitter, and the recycle line.
 class MasterWorkerMonitorRequestLimitTest < Minitest::Test
-  Monitor = Narwhal::Master::WorkerMonitor
-
-  # requests: { nr => served }
-  CountingBoard = Struct.new(:served) do
-    def requests(nr) = served.fetch(nr, 0)
-    def busy_for(_nr) = nil
-  end
-
-  def setup
-    @log = StringIO.new
-    @logger = Logger.new(@log)
-    @logger.formatter = ->(_severity, _time, _prog, message) { "#{message}\n" }
-  end
-
-  def workers(count)
-    Array.new(count) { |nr| Narwhal::Worker.new(nr).tap { |w| w.pid = 100 + nr } }
-  end
-
-  def verdicts(monitor, list)
-    found = []
-    monitor.check(list) { |worker, sig| found << [worker.nr, sig] }
-    found
-  end
+  include Narwhal::WorkerMonitorCases
 
   def test_each_worker_has_its_own_request_limit_within_the_jitter
     limit = Monitor::RequestLimit.new(100, 20)
