@@ -16,4 +16,5 @@ void Init_narwhal_http(void)
   nw_init_poller();
   nw_init_access_log();
   nw_init_request_loop();
+  nw_init_arrival();
 }

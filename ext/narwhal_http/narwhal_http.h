@@ -64,4 +64,11 @@ VALUE nw_response_head_write(VALUE head, VALUE buf, VALUE status, VALUE headers,
 int nw_response_head_keepalive(VALUE head);
 void nw_init_request_loop(void);
 
+/* Arrival stamps of received bytes (arrival.c). */
+void nw_init_arrival(void);
+double nw_realtime(void);
+int nw_arrival_enable(int fd);
+ssize_t nw_recv_stamped(int fd, char *buf, size_t len, double *arrived);
+int nw_thread_slot_queue_time(VALUE slot, int kind, double seconds);
+
 #endif

@@ -23,6 +23,7 @@
  * connection, and none allocated and freed per new one.
  */
 #include "narwhal_http.h" /* first: ruby.h sets _GNU_SOURCE (accept4) */
+#include "scoreboard.h"
 #include <errno.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -41,14 +42,15 @@ typedef struct {
   VALUE in;        /* the read buffer */
   VALUE out;       /* the response buffer */
   long requests;   /* requests the connection has had */
+  double arrived;  /* when the bytes of the last read arrived (Arrival); 0.0: unknown */
 } request_loop;
 
 static ID id_limits, id_call, id_start, id_complete, id_flags, id_finish, id_out, id_pending_p,
     id_respond_returned, id_send_rest, id_request_started, id_request_finished, id_iv_hijacked, id_iv_io,
-    id_attach, id_remote_addr_set;
+    id_attach, id_remote_addr_set, id_queue_time;
 /* Narwhal::Next's KEEP and CLOSE: what the loop answers for what it served */
 static VALUE sym_keep, sym_close;
-static VALUE key_response_finished, key_after_reply, key_early_hints;
+static VALUE key_response_finished, key_after_reply, key_early_hints, key_queue_time;
 
 static void loop_mark(void *ptr)
 {
@@ -96,6 +98,11 @@ static VALUE loop_initialize(VALUE self, VALUE app, VALUE responder, VALUE slot,
 
 static VALUE loop_requests(VALUE self) { return LONG2NUM(get_loop(self)->requests); }
 
+/* #arrived -> Float: when the bytes of its last read arrived (seconds
+ * since the epoch; 0.0 when the socket keeps no stamp), for the bytes it
+ * leaves to Ruby */
+static VALUE loop_arrived(VALUE self) { return DBL2NUM(get_loop(self)->arrived); }
+
 static void slot_started(request_loop *l, VALUE method, VALUE path)
 {
   if (!nw_thread_slot_started(l->slot, method, path)) rb_funcall(l->slot, id_request_started, 2, method, path);
@@ -106,18 +113,32 @@ static void slot_finished(request_loop *l)
   if (!nw_thread_slot_finished(l->slot)) rb_funcall(l->slot, id_request_finished, 0);
 }
 
-/* Reads what the socket has into buf (the loop's, emptied first): bytes
- * read, 0 at EOF, -1 with errno. */
-static long read_into(int fd, VALUE buf)
+/* Reads what the socket has into the loop's buffer (emptied first), and
+ * when it arrived into l->arrived: bytes read, 0 at EOF, -1 with errno. */
+static long read_into(request_loop *l, int fd)
 {
   ssize_t n;
-  rb_str_set_len(buf, 0);
-  rb_str_modify_expand(buf, READ_SIZE);
-  do {
-    n = recv(fd, RSTRING_PTR(buf), READ_SIZE, MSG_DONTWAIT);
-  } while (n < 0 && errno == EINTR);
-  if (n > 0) rb_str_set_len(buf, (long)n);
+  rb_str_set_len(l->in, 0);
+  rb_str_modify_expand(l->in, READ_SIZE);
+  n = nw_recv_stamped(fd, RSTRING_PTR(l->in), READ_SIZE, &l->arrived);
+  if (n > 0) rb_str_set_len(l->in, (long)n);
   return (long)n;
+}
+
+/* The request waited from its bytes' arrival until now, the server's
+ * start on it: into env for the app, and the worker's kernel queue-time
+ * histogram. Nothing when the socket keeps no stamp (a Unix socket's). */
+static void note_queue_time(request_loop *l, VALUE env)
+{
+  double waited;
+  VALUE seconds;
+  if (l->arrived <= 0) return;
+  waited = nw_realtime() - l->arrived;
+  if (waited < 0) waited = 0; /* the wall clock stepped back */
+  seconds = DBL2NUM(waited);
+  rb_hash_aset(env, key_queue_time, seconds);
+  if (!nw_thread_slot_queue_time(l->slot, NW_SB_QUEUE_TIME_KERNEL, waited))
+    rb_funcall(l->slot, id_queue_time, 2, seconds, INT2FIX(NW_SB_QUEUE_TIME_KERNEL));
 }
 
 struct app_call {
@@ -262,7 +283,7 @@ static VALUE serve_fd(request_loop *l, int fd, VALUE request, VALUE context, lon
         break;
       }
       off = 0;
-      got = len = read_into(fd, in);
+      got = len = read_into(l, fd);
       if (len <= 0) {
         result = (len < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) ? Qtrue : Qfalse;
         len = 0;
@@ -284,6 +305,7 @@ static VALUE serve_fd(request_loop *l, int fd, VALUE request, VALUE context, lon
     rb_funcall(request, id_complete, 6, Qnil, nw_http_parser_http11(parser) ? Qtrue : Qfalse,
                nw_http_parser_keepalive(parser) ? Qtrue : Qfalse, Qfalse, nw_http_parser_method(parser),
                LONG2FIX(l->requests));
+    note_queue_time(l, env);
     result = run_request(l, fd, request, env, parser);
     if (result != Qtrue && result != Qfalse) break; /* the Responder's: Connection finishes it */
     rb_funcall(request, id_finish, 0);
@@ -419,6 +441,7 @@ void nw_init_request_loop(void)
   rb_define_method(c, "serve", loop_serve, 5);
   rb_define_method(c, "accept_serve", loop_accept_serve, 3);
   rb_define_method(c, "requests", loop_requests, 0);
+  rb_define_method(c, "arrived", loop_arrived, 0);
   rb_define_const(c, "READ_SIZE", INT2FIX(READ_SIZE));
 
   sym_keep = ID2SYM(rb_intern("keep"));
@@ -439,7 +462,9 @@ void nw_init_request_loop(void)
   id_iv_io = rb_intern("@io");
   id_attach = rb_intern("attach");
   id_remote_addr_set = rb_intern("remote_addr=");
+  id_queue_time = rb_intern("queue_time");
   key_response_finished = nw_keep_fstring("rack.response_finished");
   key_after_reply = nw_keep_fstring("rack.after_reply");
   key_early_hints = nw_keep_fstring("rack.early_hints");
+  key_queue_time = nw_keep_fstring("narwhal.queue_time");
 }

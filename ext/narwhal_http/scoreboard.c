@@ -187,7 +187,8 @@ static VALUE board_current_request(VALUE self, VALUE vnr, VALUE vi)
 }
 
 /* #histogram(nr, kind) -> [[count per bucket, not cumulative; the last is
- * above every bound], sum in seconds] for REQUEST_DURATION or QUEUE_TIME */
+ * above every bound], sum in seconds] for REQUEST_DURATION, QUEUE_TIME_HEADER
+ * or QUEUE_TIME_KERNEL */
 static VALUE board_histogram(VALUE self, VALUE vnr, VALUE vkind)
 {
   struct nw_sb_worker *w = worker_of(get_board(self), vnr);
@@ -359,14 +360,16 @@ static void define_counters(VALUE c)
   rb_define_const(c, "COUNTERS", rb_ary_freeze(names));
 }
 
-/* Scoreboard::REQUEST_DURATION, QUEUE_TIME and HISTOGRAM_BOUNDS (seconds) */
+/* Scoreboard::REQUEST_DURATION, QUEUE_TIME_HEADER, QUEUE_TIME_KERNEL and
+ * HISTOGRAM_BOUNDS (seconds) */
 static void define_histograms(VALUE c)
 {
   VALUE bounds = rb_ary_new_capa(NW_SB_BUCKETS);
   int i;
 
   rb_define_const(c, "REQUEST_DURATION", INT2FIX(NW_SB_REQUEST_DURATION));
-  rb_define_const(c, "QUEUE_TIME", INT2FIX(NW_SB_QUEUE_TIME));
+  rb_define_const(c, "QUEUE_TIME_HEADER", INT2FIX(NW_SB_QUEUE_TIME_HEADER));
+  rb_define_const(c, "QUEUE_TIME_KERNEL", INT2FIX(NW_SB_QUEUE_TIME_KERNEL));
   for (i = 0; i < NW_SB_BUCKETS; i++) rb_ary_push(bounds, DBL2NUM((double)nw_sb_bucket_us(i) / 1e6));
   rb_define_const(c, "HISTOGRAM_BOUNDS", rb_ary_freeze(bounds));
 }

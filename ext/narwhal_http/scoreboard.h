@@ -34,7 +34,7 @@
 #include <time.h>
 
 #define NW_SB_MAGIC 0x4E575342u /* "NWSB" */
-#define NW_SB_VERSION 4u
+#define NW_SB_VERSION 5u
 
 /* Upper bounds, so the mapping never has to grow after forking. */
 #define NW_SB_MAX_WORKERS 4096
@@ -61,7 +61,8 @@ static inline int64_t nw_sb_bucket_us(int i)
 /* What a worker measures in histograms. */
 enum nw_sb_histogram_kind {
   NW_SB_REQUEST_DURATION = 0, /* from the app's call to the response written */
-  NW_SB_QUEUE_TIME,           /* before the app started (X-Request-Start) */
+  NW_SB_QUEUE_TIME_HEADER,    /* before the app started, from the proxy's X-Request-Start */
+  NW_SB_QUEUE_TIME_KERNEL,    /* before the app started, from the kernel's arrival stamp */
   NW_SB_HISTOGRAMS            /* how many histograms there are */
 };
 

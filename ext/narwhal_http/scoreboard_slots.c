@@ -142,22 +142,34 @@ static VALUE thread_slot_finished(VALUE self)
   return Qnil;
 }
 
-/*
- * ThreadSlot#queue_time(seconds) -> true, or false when ignored: the
- * current request waited this long before the app started (e.g. since the
- * proxy's X-Request-Start); goes into the worker's QUEUE_TIME histogram.
- * A Float (or Integer) >= 0; anything else, NaN or infinity is ignored.
- * Allocates nothing (a Float argument is an immediate).
- */
-static VALUE thread_slot_queue_time(VALUE self, VALUE seconds)
+/* seconds as the histograms' microseconds, or -1 when it is no wait:
+ * negative, NaN (!(s >= 0) is also true for it) or beyond any (the bound
+ * keeps the cast defined) */
+static int64_t wait_us(double s)
 {
-  double s;
-  if (RB_FLOAT_TYPE_P(seconds)) s = RFLOAT_VALUE(seconds);
-  else if (FIXNUM_P(seconds)) s = (double)FIX2LONG(seconds);
+  if (!(s >= 0) || s > 1e9) return -1;
+  return (int64_t)(s * 1e6 + 0.5);
+}
+
+/*
+ * ThreadSlot#queue_time(seconds, kind) -> true, or false when ignored: the
+ * current request waited this long before the app started; goes into the
+ * worker's histogram kind (Scoreboard::QUEUE_TIME_HEADER: since the proxy's
+ * X-Request-Start; QUEUE_TIME_KERNEL: since its bytes arrived). A Float (or
+ * Integer) >= 0; anything else, NaN or infinity is ignored. Allocates
+ * nothing (a Float argument is an immediate).
+ */
+static VALUE thread_slot_queue_time(VALUE self, VALUE seconds, VALUE vkind)
+{
+  int kind = NUM2INT(vkind);
+  int64_t us;
+  if (kind != NW_SB_QUEUE_TIME_HEADER && kind != NW_SB_QUEUE_TIME_KERNEL)
+    rb_raise(rb_eArgError, "not a queue time histogram: %d", kind);
+  if (RB_FLOAT_TYPE_P(seconds)) us = wait_us(RFLOAT_VALUE(seconds));
+  else if (FIXNUM_P(seconds)) us = wait_us((double)FIX2LONG(seconds));
   else return Qfalse;
-  /* !(s >= 0) is also true for NaN; the bound keeps the cast defined */
-  if (!(s >= 0) || s > 1e9) return Qfalse;
-  nw_sb_observe(&thread_slot_of(self)->worker->histograms[NW_SB_QUEUE_TIME], (int64_t)(s * 1e6 + 0.5));
+  if (us < 0) return Qfalse;
+  nw_sb_observe(&thread_slot_of(self)->worker->histograms[kind], us);
   return Qtrue;
 }
 
@@ -168,6 +180,17 @@ int nw_thread_slot_started(VALUE slot, VALUE method, VALUE path)
 {
   if (!rb_typeddata_is_kind_of(slot, &thread_slot_type)) return 0;
   thread_slot_started(2, (VALUE[]){method, path}, slot);
+  return 1;
+}
+
+/* For the request loop: a kernel (or header) queue time into slot's
+ * worker histogram; 0 (nothing done) when slot is no ThreadSlot. */
+int nw_thread_slot_queue_time(VALUE slot, int kind, double seconds)
+{
+  int64_t us;
+  if (!rb_typeddata_is_kind_of(slot, &thread_slot_type)) return 0;
+  us = wait_us(seconds);
+  if (us >= 0) nw_sb_observe(&thread_slot_of(slot)->worker->histograms[kind], us);
   return 1;
 }
 
@@ -301,7 +324,7 @@ void nw_init_scoreboard_slots(VALUE cScoreboard)
   rb_undef_alloc_func(cThreadSlot);
   rb_define_method(cThreadSlot, "request_started", thread_slot_started, -1);
   rb_define_method(cThreadSlot, "request_finished", thread_slot_finished, 0);
-  rb_define_method(cThreadSlot, "queue_time", thread_slot_queue_time, 1);
+  rb_define_method(cThreadSlot, "queue_time", thread_slot_queue_time, 2);
   rb_define_method(cThreadSlot, "busy_for", thread_slot_busy_for, 0);
   rb_define_method(cThreadSlot, "requests", thread_slot_requests, 0);
 

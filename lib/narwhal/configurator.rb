@@ -72,6 +72,7 @@ module Narwhal
       default_middleware: true,
       worker_exec: false,
       trust_x_forwarded: true,
+      trust_x_request_start: true, # the proxy's X-Request-Start over the kernel's queue time
       early_hints: false,
       access_log: nil, # [path, format]
       client_body_buffer_size: 112 * KIB,

@@ -83,6 +83,7 @@ module Narwhal
       @rejected = false # an error response is being sent: linger after it
       @env = nil
       @input = nil
+      @arrived = 0.0 # when the current request's first bytes arrived (Arrival); 0.0: unknown
       @deadline = Clock.now + @header_timeout # the first request's head: from accept
     end
 
@@ -98,11 +99,13 @@ module Narwhal
       # every request (this is the hot path)
       while true # rubocop:disable Style/InfiniteLoop
         into = @off >= @buf.bytesize ? @buf : (@rbuf ||= EMPTY_BUFFER.dup)
-        data = @io.read_nonblock(READ_SIZE, into, exception: false)
-        return KEEP if data == :wait_readable
-        return CLOSE if data.nil?
+        arrived = Arrival.recv(@fd, into, READ_SIZE)
+        return KEEP if arrived == :wait_readable
+        return CLOSE if arrived.nil?
 
-        n = data.bytesize
+        # a request's queue time runs from when its first bytes arrived
+        @arrived = arrived if @state == IDLE
+        n = into.bytesize
         if @state == LINGER
           return CLOSE if (@lingered += n) > LINGER_MAX_BYTES
 
@@ -228,7 +231,8 @@ module Narwhal
     # The request is complete: the dispatcher runs it (#after_response).
     def serve
       @requests += 1
-      @request.complete(@input, @parser.http11?, @parser.keepalive?, @parser.queue_stamp?, @env[REQUEST_METHOD], @requests)
+      @request.complete(@input, @parser.http11?, @parser.keepalive?, @parser.queue_stamp?, @env[REQUEST_METHOD],
+                        @requests, @arrived)
       @state = SERVING
       @deadline = NO_DEADLINE
       after_response(@dispatcher.dispatch(@request))

@@ -93,6 +93,7 @@ module Narwhal
       begin
         @io = with_retries(address, logger) { @kind == :unix ? bind_unix(target) : bind_tcp(*target) }
         @io.listen(options.fetch(:backlog, DEFAULT_BACKLOG))
+        stamp_arrivals
       rescue SystemCallError, SocketError, ArgumentError => e
         @io&.close
         raise Error.from(e, @kind, target)
@@ -151,7 +152,14 @@ module Narwhal
       # connection would sit in accept, deaf to its signals)
       io.nonblock = true
       @kind = io.local_address.afamily == Socket::AF_UNIX ? :unix : :tcp
+      stamp_arrivals
       @address = describe
+    end
+
+    # Every connection accepted from a TCP listener inherits its receive
+    # timestamps: the kernel's queue time (Arrival). Unix sockets have none.
+    def stamp_arrivals
+      Arrival.enable(@io.fileno) unless unix?
     end
 
     def describe

@@ -63,6 +63,7 @@ module Narwhal
       @hijacked = false
       @request_method = nil
       @queue_stamp = false
+      @arrived = 0.0
     end
 
     # The client's address, for a Request that serves one connection after
@@ -82,17 +83,19 @@ module Narwhal
     # X-Request-Start (or X-Queue-Start), which only then is looked for
     # (Responder::QueueTime); method: its REQUEST_METHOD, when the caller
     # has it at hand; requests: how many the connection has had, this one
-    # counted.
+    # counted; arrived: when its first bytes arrived (Arrival; 0.0 unknown).
     #
     # Keep-alive is decided here and in #flags, for the server's side: the
     # parser's verdict and keepalive_requests now, the server's state
     # (a graceful stop, shedding) when the head is written. The app's side
     # (its Connection header, a body whose length cannot be told) is the
     # response head's (ResponseHead, response.c), which writes the answer.
-    def complete(input, http11, keepalive, queue_stamp = false, method = @env[REQUEST_METHOD], requests = 1)
+    def complete(input, http11, keepalive, queue_stamp = false, method = @env[REQUEST_METHOD], requests = 1,
+                 arrived = 0.0)
       @env[RACK_INPUT] = input.to_io if input
       @request_method = method
       @queue_stamp = queue_stamp
+      @arrived = arrived
       flags = http11 ? HTTP11 : 0
       flags |= KEEPALIVE if keepalive && requests < @max_requests
       flags |= HEAD if method == HEAD_METHOD
@@ -112,6 +115,8 @@ module Narwhal
     # Whether the head had X-Request-Start or X-Queue-Start (#complete).
     attr_reader :queue_stamp
     alias queue_stamp? queue_stamp
+    # When its first bytes arrived, seconds since the epoch (0.0: unknown).
+    attr_reader :arrived
 
     # The response will say Connection: close (the worker sheds the client).
     def close_connection

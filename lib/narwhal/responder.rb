@@ -15,9 +15,10 @@ module Narwhal
   # thread's SoftTimeout::Watch: its steps (#run_app, #write, #close_app_body)
   # are the ones a RequestTimeout may interrupt.
   #
-  # Queue time (QueueTime, from the proxy's X-Request-Start) goes into
-  # env just before the app runs; with access_log on, the request's line
-  # is written once its response is handed to the connection.
+  # Queue time (QueueTime: the proxy's X-Request-Start, or the kernel's
+  # arrival stamp) goes into env just before the app runs; with access_log
+  # on, the request's line is written once its response is handed to the
+  # connection.
   class Responder
     autoload :QueueTime, "narwhal/responder/queue_time"
     autoload :SoftTimeout, "narwhal/responder/soft_timeout"
@@ -36,9 +37,11 @@ module Narwhal
 
     # slot: the calling thread's scoreboard slot; counters: the worker's.
     # access_log: this thread's AccessLog::Format, nil when the log is off.
-    # keep_alive: ResponseWriter.keep_alive_line.
-    def initialize(app, logger, slot, counters, access_log: nil, keep_alive: nil)
+    # keep_alive: ResponseWriter.keep_alive_line; trust_queue_header:
+    # trust_x_request_start (QueueTime).
+    def initialize(app, logger, slot, counters, access_log: nil, keep_alive: nil, trust_queue_header: true)
       @app = app
+      @queue_time = QueueTime.new(slot, trust_header: trust_queue_header)
       @access_log = access_log
       @logger = logger
       @slot = slot
@@ -57,7 +60,7 @@ module Narwhal
       env = request.env
       # the master names the request from these (timeout log line, status)
       @slot.request_started(request.request_method, env[PATH_INFO])
-      queue_time = queue_time(env) if request.queue_stamp?
+      queue_time = @queue_time.measure(request, env)
       started = Clock.now if @access_log
       begin
         outcome = call_app(request, env)
@@ -103,19 +106,6 @@ module Narwhal
     def finish
       @status = @headers = @error = @returned = @answered = nil
       @slot.request_finished
-    end
-
-    # The one place a request's queue time is taken (nil without a usable
-    # X-Request-Start; not called without one): into env for the app and into the queue-time
-    # histogram, just before the app runs (with request threads, after the
-    # wait for a thread).
-    def queue_time(env)
-      seconds = QueueTime.seconds(env)
-      if seconds
-        env[QueueTime::ENV_KEY] = seconds
-        @slot.queue_time(seconds) # the histogram /metrics shows
-      end
-      seconds
     end
 
     # The status the client got: the server's error response (@answered)

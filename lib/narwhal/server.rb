@@ -126,15 +126,13 @@ module Narwhal
     def responder_for(i)
       thread = Thread.current
       thread_slot = @scoreboard.thread_slot(@slot, i)
-      access_log = @access_log&.line_writer
-      keep_alive = ResponseWriter.keep_alive_line(@limits.keepalive_timeout)
-      unless @soft_timeout
-        return Responder.new(@app, @logger, thread_slot, @counters, access_log: access_log, keep_alive: keep_alive)
-      end
+      options = { access_log: @access_log&.line_writer, keep_alive: ResponseWriter.keep_alive_line(@limits.keepalive_timeout),
+                  trust_queue_header: @config[:trust_x_request_start] }
+      return Responder.new(@app, @logger, thread_slot, @counters, **options) unless @soft_timeout
 
       Responder::Watched.new(@app, @logger, thread_slot, @counters,
-                           soft_timeout: @soft_timeout.watch(thread, thread_slot),
-                           on_timeout: method(:request_interrupted), access_log: access_log, keep_alive: keep_alive)
+                             soft_timeout: @soft_timeout.watch(thread, thread_slot),
+                             on_timeout: method(:request_interrupted), **options)
     end
 
     # On the app thread, after soft_timeout interrupted its request: the

@@ -54,8 +54,9 @@ class AccessLogIntegrationTest < Minitest::Test
     client.read_response(head: method == "HEAD")
   end
 
+  # floored: a stamp never ahead of the server's clock
   def now_ms
-    (Process.clock_gettime(Process::CLOCK_REALTIME) * 1000).round
+    (Process.clock_gettime(Process::CLOCK_REALTIME) * 1000).floor
   end
 
   def test_combined_lines_for_the_app_head_and_requests_the_server_refuses
@@ -72,14 +73,17 @@ class AccessLogIntegrationTest < Minitest::Test
     found = wait_for_lines(4).map { |l| COMBINED.match(l) || flunk("not combined: #{l.inspect}") }
     get_line, head, too_large, refused = found
     assert_equal ["127.0.0.1", "-", "GET /pad/7?x=1 HTTP/1.1", "200", "7", "http://r/", 't\x22e\x5Cst caf\xC3\xA9',
-                  "-", "abc-123"], get_line.captures.values_at(0, 1, 3..7, 9, 10)
+                  "abc-123"], get_line.captures.values_at(0, 1, 3..7, 10)
     assert_operator Float(get_line.captures[8]), :<, 5
+    assert_operator Float(get_line.captures[9]), :<, 5, "the kernel's queue time"
     assert_equal ["HEAD /pad/7 HTTP/1.1", "200", "0"], head.captures.values_at(3, 4, 5)
     # refused by the server: no duration, the body of its error response
     assert_equal ["POST /up HTTP/1.1", "413", "18", "-", "-"], too_large.captures.values_at(3, 4, 5, 8, 9)
     assert_equal ["GET / HTTP/1.1", "400", "12"], refused.captures.values_at(3, 4, 5)
   end
 
+  # A bad header gives way to the kernel's figure: a wait of almost
+  # nothing on this idle server.
   def test_queue_time_from_the_proxys_header_and_bad_values_ignored
     start
     c = @server.connect
@@ -87,23 +91,19 @@ class AccessLogIntegrationTest < Minitest::Test
       "X-Request-Start: t=#{now_ms - 1500}" => 1.5, # HAProxy, Heroku: ms
       "X-Request-Start: t=#{format('%.3f', (now_ms - 250) / 1000.0)}" => 0.25, # nginx t=${msec}
       "X-Queue-Start: t=#{(now_ms - 500) * 1000}" => 0.5, # us
-      "X-Request-Start: t=#{now_ms + 60_000}" => nil, # a minute ahead
-      "X-Request-Start: t=#{now_ms - 7_200_000}" => nil, # two hours old
-      "X-Request-Start: t=soon" => nil,
-      "" => nil
+      "X-Request-Start: t=#{now_ms + 60_000}" => 0.0, # a minute ahead
+      "X-Request-Start: t=#{now_ms - 7_200_000}" => 0.0, # two hours old
+      "X-Request-Start: t=soon" => 0.0,
+      "" => 0.0
     }.each do |header, expected|
       body = get(c, "/q", header.empty? ? "" : "#{header}\r\n").body
-      if expected
-        seen = Float(body[/\Aqueue_time=(\S+)\z/, 1])
-        assert_in_delta expected, seen, 1.0, header # generous: the machine is loaded
-        assert_operator seen, :>=, expected, header
-      else
-        assert_equal "queue_time=nil", body, header
-      end
+      seen = Float(body[/\Aqueue_time=(\S+)\z/, 1])
+      assert_in_delta expected, seen, expected.zero? ? 0.2 : 1.0, header # generous: the machine is loaded
+      assert_operator seen, :>=, expected, header
     end
     queue_times = wait_for_lines(7).map { |l| COMBINED.match(l).captures[9] }
-    assert_equal %w[- - - -], queue_times.last(4)
-    assert(queue_times.first(3).all? { |q| q.match?(/\A\d+\.\d{6}\z/) }, queue_times.inspect)
+    assert(queue_times.all? { |q| q.match?(/\A\d+\.\d{6}\z/) }, queue_times.inspect)
+    assert(queue_times.last(4).all? { |q| Float(q) < 0.2 }, queue_times.inspect)
   end
 
   def test_json_lines_with_request_threads
@@ -120,8 +120,8 @@ class AccessLogIntegrationTest < Minitest::Test
     assert_equal 20, entries.size
     assert_equal (0..3).flat_map { |i| (0..4).map { |j| "r#{i}-#{j}" } }.sort, entries.map { |e| e["request_id"] }.sort
     entries.each do |e|
-      assert_equal ["127.0.0.1", "GET", "HTTP/1.1", 200, nil], e.values_at("remote_addr", "method", "protocol",
-                                                                            "status", "queue_time")
+      assert_equal ["127.0.0.1", "GET", "HTTP/1.1", 200], e.values_at("remote_addr", "method", "protocol", "status")
+      assert_operator e["queue_time"], :<, 5, "the kernel's"
       assert_equal e["uri"][%r{/pad/(\d+)}, 1].to_i, e["bytes"]
       assert_kind_of Float, e["duration"]
     end

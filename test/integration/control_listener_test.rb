@@ -203,8 +203,8 @@ class ControlListenerTest < Minitest::Test
   end
 
   # X-Request-Start as nginx sets it (t= milliseconds): the wait before the
-  # app ran lands in the queue-time histogram; a request without the header,
-  # or with a stamp from the future, adds nothing.
+  # app ran lands in the header's queue-time histogram; a request without
+  # the header, or with a stamp from the future, in the kernel's.
   def test_queue_time_from_the_proxy_header_fills_its_histogram
     start(%(control_listen "127.0.0.1:0"\n))
     port = Integer(@server.log[/listening on addr=127\.0\.0\.1:(\d+)/, 1])
@@ -220,10 +220,11 @@ class ControlListenerTest < Minitest::Test
       t = metrics
       t if sample(t, %(narwhal_worker_requests_total{worker="0"})) == 3
     end
-    assert_equal 1, sample(text, %(narwhal_queue_time_seconds_count{worker="0"}))
-    assert_equal 0, sample(text, %(narwhal_queue_time_seconds_bucket{worker="0",le="0.1"}))
-    assert_equal 1, sample(text, %(narwhal_queue_time_seconds_bucket{worker="0",le="0.5"}))
-    assert_in_delta 0.2, sample(text, %(narwhal_queue_time_seconds_sum{worker="0"})), 0.25
+    assert_equal 1, sample(text, %(narwhal_queue_time_seconds_count{worker="0",source="header"}))
+    assert_equal 0, sample(text, %(narwhal_queue_time_seconds_bucket{worker="0",source="header",le="0.1"}))
+    assert_equal 1, sample(text, %(narwhal_queue_time_seconds_bucket{worker="0",source="header",le="0.5"}))
+    assert_in_delta 0.2, sample(text, %(narwhal_queue_time_seconds_sum{worker="0",source="header"})), 0.25
+    assert_equal 2, sample(text, %(narwhal_queue_time_seconds_count{worker="0",source="kernel"}))
     promtool_check(text)
   end
 end

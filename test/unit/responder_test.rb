@@ -23,6 +23,7 @@ class ResponderTest < Minitest::Test
       @marks << :started
     end
     def request_finished = @marks << :finished
+    def queue_time(seconds, kind) = @marks << [:queue_time, seconds, kind]
   end
 
   TEMPLATE = { "SCRIPT_NAME" => "" }.freeze

@@ -76,43 +76,49 @@ class ScoreboardTest < Minitest::Test
     assert_operator sum, :>=, 0.03
     assert_operator sum, :<, 5.0
     assert_equal 0, cumulative(board, 0, Scoreboard::REQUEST_DURATION)[Float::INFINITY], "worker 0 untouched"
-    assert_equal 0, cumulative(board, 1, Scoreboard::QUEUE_TIME)[Float::INFINITY], "durations are not queue times"
+    assert_equal 0, cumulative(board, 1, Scoreboard::QUEUE_TIME_HEADER)[Float::INFINITY], "durations are not queue times"
     board.reset(1)
     assert_equal 0, cumulative(board, 1, Scoreboard::REQUEST_DURATION)[Float::INFINITY], "reset clears it"
   end
 
-  def test_queue_time_observes_seconds_into_the_worker_histogram
+  def test_queue_time_observes_seconds_into_the_worker_histogram_of_its_source
     board = Scoreboard.new(2, threads: 2)
     slot = board.thread_slot(1, 1)
-    assert slot.queue_time(0.0)
-    assert slot.queue_time(0.005), "on the bound: in that bucket (le)"
-    assert slot.queue_time(0.0051)
-    assert slot.queue_time(0.3)
-    assert slot.queue_time(2)
-    assert slot.queue_time(60.0)
+    header = Scoreboard::QUEUE_TIME_HEADER
+    assert slot.queue_time(0.0, header)
+    assert slot.queue_time(0.005, header), "on the bound: in that bucket (le)"
+    assert slot.queue_time(0.0051, header)
+    assert slot.queue_time(0.3, header)
+    assert slot.queue_time(2, header)
+    assert slot.queue_time(60.0, header)
     [-0.001, Float::NAN, Float::INFINITY, nil, "0.2", 1e12].each do |bad|
-      refute slot.queue_time(bad), "#{bad.inspect} is ignored"
+      refute slot.queue_time(bad, header), "#{bad.inspect} is ignored"
     end
-    buckets = cumulative(board, 1, Scoreboard::QUEUE_TIME)
+    buckets = cumulative(board, 1, header)
     assert_equal({ 0.005 => 2, 0.01 => 3, 0.025 => 3, 0.05 => 3, 0.1 => 3, 0.25 => 3, 0.5 => 4, 1.0 => 4,
                    2.5 => 5, 5.0 => 5, 10.0 => 5, Float::INFINITY => 6 }, buckets)
-    _, sum = board.histogram(1, Scoreboard::QUEUE_TIME)
+    _, sum = board.histogram(1, header)
     assert_in_delta 62.3101, sum, 1e-5
+    assert slot.queue_time(0.2, Scoreboard::QUEUE_TIME_KERNEL)
+    assert_equal 1, cumulative(board, 1, Scoreboard::QUEUE_TIME_KERNEL)[0.25]
+    assert_equal 6, cumulative(board, 1, header)[Float::INFINITY], "the other source's is its own"
     assert_equal 0, cumulative(board, 1, Scoreboard::REQUEST_DURATION)[Float::INFINITY]
-    assert_raises(IndexError) { board.histogram(1, 2) }
+    assert_raises(IndexError) { board.histogram(1, 3) }
+    assert_raises(ArgumentError) { slot.queue_time(0.1, Scoreboard::REQUEST_DURATION) }
   end
 
   def test_queue_time_allocates_nothing
     slot = Scoreboard.new(1).thread_slot(0)
     seconds = 0.012
-    slot.queue_time(seconds)
+    kind = Scoreboard::QUEUE_TIME_KERNEL
+    slot.queue_time(seconds, kind)
     i = 0
     empty = GC.stat(:total_allocated_objects)
     before = GC.stat(:total_allocated_objects) # what reading GC.stat costs, counted out below
     empty = before - empty
     before = GC.stat(:total_allocated_objects)
     while i < 1000 # `while`, not a block: a block would count
-      slot.queue_time(seconds)
+      slot.queue_time(seconds, kind)
       i += 1
     end
     assert_equal empty, GC.stat(:total_allocated_objects) - before
@@ -270,8 +276,8 @@ class ScoreboardTest < Minitest::Test
     # room for pid and the counters before the threads, and for a thread's two fields
     assert_operator header[:threads_offset], :>=, 8 * (1 + Scoreboard::COUNTERS.size)
     assert_operator header[:thread_bytes], :>=, 16 + 8 + Scoreboard::METHOD_BYTES + Scoreboard::PATH_BYTES
-    assert_equal [2, Scoreboard::HISTOGRAM_BOUNDS.size], header.values_at(:histograms, :buckets)
-    assert_equal 4, Scoreboard::LAYOUT_VERSION
+    assert_equal [3, Scoreboard::HISTOGRAM_BOUNDS.size], header.values_at(:histograms, :buckets)
+    assert_equal 5, Scoreboard::LAYOUT_VERSION
     assert_equal 0x4E575342, Scoreboard::MAGIC
     assert_equal %i[connections_accepted requests_rejected app_errors request_timeouts], Scoreboard::COUNTERS
     assert_equal [0, 1, 2, 3], [Scoreboard::CONNECTIONS_ACCEPTED, Scoreboard::REQUESTS_REJECTED,

@@ -55,14 +55,14 @@ module Narwhal
           return got
         end
         @counters.count(Scoreboard::CONNECTIONS_ACCEPTED)
-        held(request, request_loop.requests, *got)
+        held(request, request_loop, *got)
       end
 
       private
 
-      def held(request, requests, fd, result, rest)
+      def held(request, request_loop, fd, result, rest)
         connection = Connection.new(request.out.io, request, @context)
-        [connection, fd, connection.served_first(result, requests, rest)]
+        [connection, fd, connection.served_first(result, request_loop.requests, rest, request_loop.arrived)]
       rescue StandardError
         request.out.io.close # a bug costs this connection, not its descriptor
         raise

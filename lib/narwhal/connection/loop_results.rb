@@ -6,10 +6,13 @@ module Narwhal
     # to do, as the reactor's actions.
     module LoopResults
       # The RequestLoop accepted it and served its first requests (#accept_serve:
-      # result, how many, and rest, the bytes read and not served, or nil):
-      # what now becomes of it.
-      def served_first(result, requests, rest)
-        @buf = rest if rest
+      # result, how many, and rest, the bytes read and not served, or nil,
+      # which arrived when the loop's last read did): what now becomes of it.
+      def served_first(result, requests, rest, arrived)
+        if rest
+          @buf = rest
+          @arrived = arrived
+        end
         # nil: read on (as #on_readable would); epoll reports what is there
         after_loop(result, requests, 0) || KEEP
       end
@@ -22,6 +25,7 @@ module Narwhal
         @state = SERVING # not idle to a graceful stop, nor silent
         before = @requests
         result = request_loop.serve(@fd, @buf, @request, @context, before)
+        @arrived = request_loop.arrived # of what it left in @buf, if anything
         after_loop(result, request_loop.requests, before)
       end
 

@@ -15,9 +15,9 @@ module Narwhal
 
       # soft_timeout: this thread's SoftTimeout::Watch. on_timeout: called,
       # on this thread, once a request's app code was interrupted by it (the
-      # worker may want to retire).
-      def initialize(app, logger, slot, counters, soft_timeout:, on_timeout: nil, access_log: nil, keep_alive: nil)
-        super(app, logger, slot, counters, access_log: access_log, keep_alive: keep_alive)
+      # worker may want to retire). The other options are Responder's.
+      def initialize(app, logger, slot, counters, soft_timeout:, on_timeout: nil, **options)
+        super(app, logger, slot, counters, **options)
         @watch = soft_timeout
         @on_timeout = on_timeout
         @request_loop = nil # every request runs under the watch, here

@@ -23,6 +23,8 @@ class ConnectionFactoryTest < Minitest::Test
     def request_started(_method, _path); end
 
     def request_finished; end
+
+    def queue_time(_seconds, _kind); end
   end
 
   def setup

@@ -83,10 +83,10 @@ class ConnectionLoopResultsTest < Minitest::Test
 
   # What Connection::Factory hands on after RequestLoop#accept_serve.
   def test_served_first_with_bytes_left_reads_on_from_them
-    assert_equal :keep, @conn.served_first(:keep, 1, +"GET /x HTTP/1.1\r\nHo".b)
+    assert_equal :keep, @conn.served_first(:keep, 1, +"GET /x HTTP/1.1\r\nHo".b, 0.0)
     refute @conn.idle?
     assert_equal :keep, send_bytes("st: x\r\n\r\n")
     assert_equal ["hi /x"], bodies(reply)
-    assert_equal :close, @conn.served_first(:close, 2, nil)
+    assert_equal :close, @conn.served_first(:close, 2, nil, 0.0)
   end
 end

@@ -65,4 +65,54 @@ class QueueTimeTest < Minitest::Test
     stamp = format("t=%.3f", Process.clock_gettime(Process::CLOCK_REALTIME) - 2)
     assert_in_delta 2.0, Narwhal::Responder::QueueTime.seconds({ "HTTP_X_REQUEST_START" => stamp }), 0.5
   end
+
+  # What #measure reads of a request, and what it tells the scoreboard.
+  FakeRequest = Struct.new(:queue_stamp?, :arrived)
+  class Histograms
+    attr_reader :seen
+
+    def initialize
+      @seen = []
+    end
+
+    def queue_time(seconds, kind)
+      @seen << [kind, seconds]
+    end
+  end
+
+  def measure(env, arrived:, trust: true)
+    @histograms = Histograms.new
+    clock = Narwhal::Responder::QueueTime.new(@histograms, trust_header: trust)
+    clock.measure(FakeRequest.new(env.key?("HTTP_X_REQUEST_START"), arrived), env)
+  end
+
+  def realtime
+    Process.clock_gettime(Process::CLOCK_REALTIME)
+  end
+
+  def test_the_kernels_figure_without_a_header
+    env = {}
+    seconds = measure(env, arrived: realtime - 0.3)
+    assert_in_delta 0.3, seconds, 0.05
+    assert_equal seconds, env["narwhal.queue_time"]
+    assert_equal [[Narwhal::Scoreboard::QUEUE_TIME_KERNEL, seconds]], @histograms.seen
+  end
+
+  def test_a_trusted_header_wins_and_an_untrusted_or_unusable_one_gives_way
+    stamp = format("t=%.3f", realtime - 2)
+    assert_in_delta 2.0, measure({ "HTTP_X_REQUEST_START" => stamp }, arrived: realtime), 0.5
+    assert_equal Narwhal::Scoreboard::QUEUE_TIME_HEADER, @histograms.seen.first.first
+    assert_operator measure({ "HTTP_X_REQUEST_START" => stamp }, arrived: realtime, trust: false), :<, 0.1
+    assert_equal Narwhal::Scoreboard::QUEUE_TIME_KERNEL, @histograms.seen.first.first
+    assert_operator measure({ "HTTP_X_REQUEST_START" => "soon" }, arrived: realtime), :<, 0.1
+    assert_equal Narwhal::Scoreboard::QUEUE_TIME_KERNEL, @histograms.seen.first.first
+  end
+
+  def test_no_figure_without_a_stamp_and_none_below_zero
+    env = {}
+    assert_nil measure(env, arrived: 0.0), "a Unix socket's request without a header"
+    assert_empty env
+    assert_empty @histograms.seen
+    assert_equal 0.0, measure({}, arrived: realtime + 5), "the wall clock stepped back"
+  end
 end

@@ -18,8 +18,14 @@ module Narwhal
                      "requests_rejected" => "Requests the server answered itself (4xx, 408, 413), not the app",
                      "app_errors" => "Requests answered 500 after the app raised",
                      "request_timeouts" => "Requests soft_timeout interrupted" }.freeze
-        HISTOGRAMS = { "request_duration" => "Time from the app's call to the response written",
-                       "queue_time" => "Time a request waited before the app started (X-Request-Start)" }.freeze
+        # name => [help, { source label (nil: none) => Status histogram key }]
+        HISTOGRAMS = {
+          "request_duration" => ["Time from the app's call to the response written",
+                                 { nil => "request_duration" }],
+          "queue_time" => ["Time a request waited before the app started, since the proxy's X-Request-Start " \
+                           "(source=header) or its bytes' arrival (source=kernel)",
+                           { "kernel" => "queue_time_kernel", "header" => "queue_time_header" }]
+        }.freeze
 
         def self.render(status)
           new(status).render
@@ -42,7 +48,7 @@ module Narwhal
             gauge("narwhal_#{event}_total", help, @status["events"].fetch(event, 0), type: "counter")
           end
           listen_queues
-          HISTOGRAMS.each { |name, help| histogram(name, help, workers) }
+          HISTOGRAMS.each { |name, (help, sources)| histogram(name, help, sources, workers) }
           @out
         end
 
@@ -90,22 +96,29 @@ module Narwhal
           end
         end
 
-        # Cumulative buckets per worker, as Prometheus's histograms are.
-        def histogram(key, help, workers)
+        # Cumulative buckets per worker (and source), as Prometheus's
+        # histograms are.
+        def histogram(key, help, sources, workers)
           name = "narwhal_#{key}_seconds"
-          bounds = @status["histogram_bounds"].map { |b| format("%g", b) } << "+Inf"
           family(name, "histogram", help) do
             workers.each do |w|
-              counts = w["histograms"][key]["counts"]
-              labels = { "worker" => w["nr"].to_s }
-              total = 0
-              bounds.zip(counts).each do |le, count|
-                sample("#{name}_bucket", labels.merge("le" => le), total += count)
+              sources.each do |source, status_key|
+                labels = { "worker" => w["nr"].to_s }
+                labels["source"] = source if source
+                buckets(name, labels, w["histograms"][status_key])
               end
-              sample("#{name}_sum", labels, w["histograms"][key]["sum"])
-              sample("#{name}_count", labels, total)
             end
           end
+        end
+
+        def buckets(name, labels, histogram)
+          bounds = @status["histogram_bounds"].map { |b| format("%g", b) } << "+Inf"
+          total = 0
+          bounds.zip(histogram["counts"]).each do |le, count|
+            sample("#{name}_bucket", labels.merge("le" => le), total += count)
+          end
+          sample("#{name}_sum", labels, histogram["sum"])
+          sample("#{name}_count", labels, total)
         end
 
         def gauge(name, help, value, type: "gauge")

@@ -18,7 +18,8 @@ module Narwhal
         STATES = %w[booting idle busy quitting].freeze
         SERVING = %w[idle busy].freeze
         HISTOGRAMS = { "request_duration" => Scoreboard::REQUEST_DURATION,
-                       "queue_time" => Scoreboard::QUEUE_TIME }.freeze
+                       "queue_time_header" => Scoreboard::QUEUE_TIME_HEADER,
+                       "queue_time_kernel" => Scoreboard::QUEUE_TIME_KERNEL }.freeze
 
         # "threads" is the running configuration's; each worker's own count
         # (a HUP may have changed it since the worker was forked) is in its

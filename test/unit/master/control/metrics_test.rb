@@ -9,7 +9,8 @@ class MetricsTest < Minitest::Test
       "rss_bytes" => nr.zero? ? 52_428_800 : nil, "request" => nil,
       "counters" => Narwhal::Scoreboard::COUNTERS.to_h { |c| [c.to_s, 1] },
       "histograms" => { "request_duration" => { "counts" => durations, "sum" => 1.25 },
-                        "queue_time" => { "counts" => [0] * 12, "sum" => 0.0 } } }
+                        "queue_time_header" => { "counts" => [0] * 12, "sum" => 0.0 },
+                        "queue_time_kernel" => { "counts" => [1] + ([0] * 11), "sum" => 0.001 } } }
   end
 
   def render
@@ -57,6 +58,15 @@ class MetricsTest < Minitest::Test
                           %(narwhal_request_duration_seconds_bucket{worker="0",le="+Inf"} 7\n) +
                           %(narwhal_request_duration_seconds_sum{worker="0"} 1.25\n) +
                           %(narwhal_request_duration_seconds_count{worker="0"} 7\n)
-    assert_includes text, %(narwhal_queue_time_seconds_count{worker="1"} 0\n)
+    assert_includes text, %(narwhal_queue_time_seconds_count{worker="1",source="header"} 0\n)
+  end
+
+  def test_queue_time_is_one_histogram_labelled_by_its_source
+    text = render
+    assert_equal 1, text.scan("# TYPE narwhal_queue_time_seconds histogram\n").size
+    assert_includes text, %(narwhal_queue_time_seconds_bucket{worker="0",source="kernel",le="+Inf"} 1\n) +
+                          %(narwhal_queue_time_seconds_sum{worker="0",source="kernel"} 0.001\n) +
+                          %(narwhal_queue_time_seconds_count{worker="0",source="kernel"} 1\n)
+    assert_includes text, %(narwhal_queue_time_seconds_count{worker="0",source="header"} 0\n)
   end
 end

@@ -67,7 +67,7 @@ class MasterControlStatusTest < Minitest::Test
     assert_nil s["workers"][1]["request"]
     assert_nil s["workers"][1]["rss_bytes"]
     assert_equal Narwhal::Scoreboard::COUNTERS.map(&:to_s), busy["counters"].keys
-    assert_equal %w[request_duration queue_time], busy["histograms"].keys
+    assert_equal %w[request_duration queue_time_header queue_time_kernel], busy["histograms"].keys
     assert_equal 1, s["events"]["respawns"]
     assert_equal Narwhal::Scoreboard::HISTOGRAM_BOUNDS, s["histogram_bounds"]
     assert_operator s["uptime_seconds"], :>=, 0
