@@ -43,11 +43,12 @@ typedef struct {
   VALUE out;       /* the response buffer */
   long requests;   /* requests the connection has had */
   double arrived;  /* when the bytes of the last read arrived (Arrival); 0.0: unknown */
+  double queue_deadline; /* seconds a request may wait before it is shed; 0: no limit */
 } request_loop;
 
 static ID id_limits, id_call, id_start, id_complete, id_flags, id_finish, id_out, id_pending_p,
     id_respond_returned, id_send_rest, id_request_started, id_request_finished, id_iv_hijacked, id_iv_io,
-    id_attach, id_remote_addr_set, id_queue_time;
+    id_attach, id_remote_addr_set, id_queue_time, id_queue_deadline, id_shed;
 /* Narwhal::Next's KEEP and CLOSE: what the loop answers for what it served */
 static VALUE sym_keep, sym_close;
 static VALUE key_response_finished, key_after_reply, key_early_hints, key_queue_time;
@@ -127,18 +128,27 @@ static long read_into(request_loop *l, int fd)
 
 /* The request waited from its bytes' arrival until now, the server's
  * start on it: into env for the app, and the worker's kernel queue-time
- * histogram. Nothing when the socket keeps no stamp (a Unix socket's). */
-static void note_queue_time(request_loop *l, VALUE env)
+ * histogram. Nothing when the socket keeps no stamp (a Unix socket's).
+ * Returns the wait in seconds, or -1 when unknown. */
+static double note_queue_time(request_loop *l, VALUE env)
 {
   double waited;
   VALUE seconds;
-  if (l->arrived <= 0) return;
+  if (l->arrived <= 0) return -1;
   waited = nw_realtime() - l->arrived;
   if (waited < 0) waited = 0; /* the wall clock stepped back */
   seconds = DBL2NUM(waited);
   rb_hash_aset(env, key_queue_time, seconds);
   if (!nw_thread_slot_queue_time(l->slot, NW_SB_QUEUE_TIME_KERNEL, waited))
     rb_funcall(l->slot, id_queue_time, 2, seconds, INT2FIX(NW_SB_QUEUE_TIME_KERNEL));
+  return waited;
+}
+
+/* The loop's copy of limits.queue_deadline (read with its parser's). */
+static double queue_deadline_of(VALUE limits)
+{
+  VALUE deadline = rb_struct_getmember(limits, id_queue_deadline);
+  return NIL_P(deadline) ? 0 : NUM2DBL(deadline);
 }
 
 struct app_call {
@@ -263,11 +273,15 @@ static void leave_rest(VALUE buf, VALUE in, long off)
  */
 static VALUE serve_fd(request_loop *l, int fd, VALUE request, VALUE context, long *off_out)
 {
-  VALUE parser = NIL_P(l->parser) ? (l->parser = nw_http_parser_for(rb_struct_getmember(context, id_limits)))
-                                  : l->parser;
+  VALUE parser = l->parser, result, in = l->in;
   long off = 0, len = 0, got = READ_SIZE, next;
-  VALUE result, in = l->in;
+  double waited;
 
+  if (NIL_P(parser)) {
+    VALUE limits = rb_struct_getmember(context, id_limits);
+    parser = l->parser = nw_http_parser_for(limits);
+    l->queue_deadline = queue_deadline_of(limits);
+  }
   /* what an exception that unwound the loop (or a request the Responder
    * finished) left in it is not this connection's */
   nw_http_parser_reset(parser);
@@ -305,8 +319,11 @@ static VALUE serve_fd(request_loop *l, int fd, VALUE request, VALUE context, lon
     rb_funcall(request, id_complete, 6, Qnil, nw_http_parser_http11(parser) ? Qtrue : Qfalse,
                nw_http_parser_keepalive(parser) ? Qtrue : Qfalse, Qfalse, nw_http_parser_method(parser),
                LONG2FIX(l->requests));
-    note_queue_time(l, env);
-    result = run_request(l, fd, request, env, parser);
+    waited = note_queue_time(l, env);
+    if (l->queue_deadline > 0 && waited > l->queue_deadline)
+      result = rb_funcall(l->responder, id_shed, 2, request, DBL2NUM(waited)); /* 503, without the app */
+    else
+      result = run_request(l, fd, request, env, parser);
     if (result != Qtrue && result != Qfalse) break; /* the Responder's: Connection finishes it */
     rb_funcall(request, id_finish, 0);
     nw_http_parser_reset(parser);
@@ -463,6 +480,8 @@ void nw_init_request_loop(void)
   id_attach = rb_intern("attach");
   id_remote_addr_set = rb_intern("remote_addr=");
   id_queue_time = rb_intern("queue_time");
+  id_queue_deadline = rb_intern("queue_deadline");
+  id_shed = rb_intern("shed");
   key_response_finished = nw_keep_fstring("rack.response_finished");
   key_after_reply = nw_keep_fstring("rack.after_reply");
   key_early_hints = nw_keep_fstring("rack.early_hints");

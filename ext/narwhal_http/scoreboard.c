@@ -26,6 +26,7 @@ static const struct {
   [NW_SB_REQUESTS_REJECTED] = { "REQUESTS_REJECTED", "requests_rejected" },
   [NW_SB_APP_ERRORS] = { "APP_ERRORS", "app_errors" },
   [NW_SB_REQUEST_TIMEOUTS] = { "REQUEST_TIMEOUTS", "request_timeouts" },
+  [NW_SB_REQUESTS_SHED_QUEUE] = { "REQUESTS_SHED_QUEUE", "requests_shed_queue" },
 };
 
 static void board_free(void *ptr)

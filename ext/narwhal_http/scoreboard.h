@@ -72,6 +72,7 @@ enum nw_sb_counter {
   NW_SB_REQUESTS_REJECTED,        /* answered by the server itself (4xx, 408, 413...), not the app */
   NW_SB_APP_ERRORS,               /* 500s after the app raised */
   NW_SB_REQUEST_TIMEOUTS,         /* requests whose app code soft_timeout interrupted */
+  NW_SB_REQUESTS_SHED_QUEUE,      /* answered 503 unstarted: they waited past queue_deadline */
   NW_SB_COUNTERS                  /* how many counters there are */
 };
 

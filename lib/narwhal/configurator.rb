@@ -16,6 +16,7 @@ module Narwhal
     autoload :Numbers, "narwhal/configurator/numbers"
     autoload :Paths, "narwhal/configurator/paths"
     autoload :PumaDirectives, "narwhal/configurator/puma_directives"
+    autoload :Queueing, "narwhal/configurator/queueing"
     autoload :Rackup, "narwhal/configurator/rackup"
     autoload :Recycling, "narwhal/configurator/recycling"
     autoload :UnknownDirective, "narwhal/configurator/unknown_directive"
@@ -73,6 +74,8 @@ module Narwhal
       worker_exec: false,
       trust_x_forwarded: true,
       trust_x_request_start: true, # the proxy's X-Request-Start over the kernel's queue time
+      queue_deadline: nil, # seconds; nil: off
+      queue_deadline_retry_after: 1, # seconds, the shed 503's Retry-After
       early_hints: false,
       access_log: nil, # [path, format]
       client_body_buffer_size: 112 * KIB,

@@ -21,6 +21,7 @@ module Narwhal
   # connection.
   class Responder
     autoload :QueueTime, "narwhal/responder/queue_time"
+    autoload :Shedder, "narwhal/responder/shedder"
     autoload :SoftTimeout, "narwhal/responder/soft_timeout"
     autoload :Watched, "narwhal/responder/watched"
 
@@ -38,10 +39,13 @@ module Narwhal
     # slot: the calling thread's scoreboard slot; counters: the worker's.
     # access_log: this thread's AccessLog::Format, nil when the log is off.
     # keep_alive: ResponseWriter.keep_alive_line; trust_queue_header:
-    # trust_x_request_start (QueueTime).
-    def initialize(app, logger, slot, counters, access_log: nil, keep_alive: nil, trust_queue_header: true)
+    # trust_x_request_start (QueueTime); queue_deadline (seconds, nil: off)
+    # and retry_after: the Shedder's.
+    def initialize(app, logger, slot, counters, access_log: nil, keep_alive: nil, trust_queue_header: true,
+                   queue_deadline: nil, retry_after: 1)
       @app = app
       @queue_time = QueueTime.new(slot, trust_header: trust_queue_header)
+      @shedder = Shedder.new(logger, counters, deadline: queue_deadline, retry_after: retry_after) if queue_deadline
       @access_log = access_log
       @logger = logger
       @slot = slot
@@ -58,9 +62,11 @@ module Narwhal
 
     def respond(request)
       env = request.env
+      queue_time = @queue_time.measure(request, env)
+      return shed(request, queue_time) if @shedder&.late?(queue_time)
+
       # the master names the request from these (timeout log line, status)
       @slot.request_started(request.request_method, env[PATH_INFO])
-      queue_time = @queue_time.measure(request, env)
       started = Clock.now if @access_log
       begin
         outcome = call_app(request, env)
@@ -85,6 +91,18 @@ module Narwhal
         finish
       end
       outcome
+    end
+
+    # A request that waited `waited` seconds, past queue_deadline, is
+    # answered 503 (Shedder) without the app; the RequestLoop sends here
+    # those it finds. The outcome: CLOSE.
+    def shed(request, waited)
+      @answered = Shedder::STATUS
+      outcome = @shedder.answer(request, waited)
+      log_request(request, request.env, Clock.now, waited) if @access_log
+      outcome
+    ensure
+      @answered = nil
     end
 
     # The RequestLoop sent part of a response that needs no more of the

@@ -127,7 +127,8 @@ module Narwhal
       thread = Thread.current
       thread_slot = @scoreboard.thread_slot(@slot, i)
       options = { access_log: @access_log&.line_writer, keep_alive: ResponseWriter.keep_alive_line(@limits.keepalive_timeout),
-                  trust_queue_header: @config[:trust_x_request_start] }
+                  trust_queue_header: @config[:trust_x_request_start], queue_deadline: @limits.queue_deadline,
+                  retry_after: @config[:queue_deadline_retry_after] }
       return Responder.new(@app, @logger, thread_slot, @counters, **options) unless @soft_timeout
 
       Responder::Watched.new(@app, @logger, thread_slot, @counters,

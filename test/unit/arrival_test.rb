@@ -2,10 +2,20 @@
 
 require "test_helper"
 require "socket"
+require "support/kernel_stamps"
 
 # Arrival: the kernel's receive stamp of a connection's bytes, passed on
 # from a TCP listener to what it accepts; none on Unix sockets.
 class ArrivalTest < Minitest::Test
+  # The first socket that asks for stamps turns them on for the whole
+  # kernel, a moment later (a deferred switch): bytes that arrive before
+  # get none. Waits until a stamped pair's bytes come with one.
+  include Narwhal::KernelStamps
+
+  def setup
+    wait_for_kernel_stamps
+  end
+
   def tcp_pair(stamped: true)
     listener = TCPServer.new("127.0.0.1", 0)
     assert Narwhal::Arrival.enable(listener.fileno) if stamped

@@ -28,6 +28,12 @@ class ResponderTest < Minitest::Test
 
   TEMPLATE = { "SCRIPT_NAME" => "" }.freeze
 
+  # An access log's lines, as AccessLog::Format writes them.
+  LineLog = Struct.new(:lines) do
+    def write(bytes) = lines << bytes.dup
+    def failed(error) = raise(error)
+  end
+
   def setup
     @log = StringIO.new
     @slot = FakeSlot.new
@@ -54,6 +60,29 @@ class ResponderTest < Minitest::Test
     assert_match(%r{\AHTTP/1.1 200 OK\r\n.*content-length: 2\r\n\r\nhi\z}m, req.out.bytes)
     assert_equal %i[started finished], @slot.marks
     assert_equal [%w[GET /x]], @slot.names, "the slot names the request for the master"
+  end
+
+  # Ruby's path (a body, a proxy's header, the access log): a request
+  # whose bytes arrived longer ago than queue_deadline is answered 503
+  # without the app; the access log records it; one on time is served.
+  def test_a_request_that_waited_past_queue_deadline_is_shed_without_the_app
+    lines = LineLog.new([])
+    access_log = Narwhal::AccessLog::Combined.new(lines)
+    responder = Narwhal::Responder.new(->(_env) { flunk "the app was called" }, Logger.new(@log), @slot, @counters,
+                                       queue_deadline: 0.2, access_log: access_log)
+    req = request
+    req.complete(nil, true, true, false, "GET", 1, Process.clock_gettime(Process::CLOCK_REALTIME) - 0.5)
+    assert_equal :close, responder.respond(req)
+    assert_match(%r{\AHTTP/1.1 503 Service Unavailable\r\n.*retry-after: 1\r\n}m, req.out.bytes)
+    assert_in_delta 0.5, req.env["narwhal.queue_time"], 0.1
+    assert_equal [[:queue_time, req.env["narwhal.queue_time"], Narwhal::Scoreboard::QUEUE_TIME_KERNEL]], @slot.marks,
+                 "never started: the master's timeout clock is not run for it"
+    assert_equal 1, @counters.counts[Narwhal::Scoreboard::REQUESTS_SHED_QUEUE]
+    assert_match(/ 503 20 "-" "-" \d+\.\d+ 0\.5\d+ /, lines.lines.join, "its status, body and queue time")
+    on_time = request
+    on_time.complete(nil, true, true, false, "GET", 1, Process.clock_gettime(Process::CLOCK_REALTIME))
+    served = Narwhal::Responder.new(->(_env) { [204, {}, []] }, Logger.new(@log), @slot, @counters, queue_deadline: 0.2)
+    assert_equal :keep, served.respond(on_time)
   end
 
   def test_without_keepalive_the_response_closes

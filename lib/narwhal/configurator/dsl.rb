@@ -10,6 +10,7 @@ module Narwhal
     class DSL
       include Paths
       include Recycling
+      include Queueing
 
       def initialize(config)
         @config = config
@@ -161,7 +162,7 @@ module Narwhal
       end
 
       def self.directives
-        (public_instance_methods(false) + Paths.public_instance_methods + Recycling.public_instance_methods) -
+        (public_instance_methods(false) + [Paths, Recycling, Queueing].flat_map(&:public_instance_methods)) -
           %i[method_missing respond_to_missing? problems]
       end
 

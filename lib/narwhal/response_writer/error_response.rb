@@ -14,11 +14,13 @@ module Narwhal
       }.freeze
       HEADERS = { "content-type" => "text/plain" }.freeze
 
-      # head: the request was HEAD (the same head as for GET, without the body)
-      def self.bytes(status, head: false)
+      # head: the request was HEAD (the same head as for GET, without the
+      # body); headers: more of them (Retry-After)
+      def self.bytes(status, head: false, headers: nil)
         flags = head ? ResponseHead::REQ_HTTP11 | ResponseHead::REQ_HEAD : ResponseHead::REQ_HTTP11
         buf = String.new(encoding: Encoding::BINARY)
-        ResponseHead.new.write(buf, status, HEADERS, ["#{MESSAGES.fetch(status, 'Error')}\n"], flags)
+        ResponseHead.new.write(buf, status, headers ? HEADERS.merge(headers) : HEADERS,
+                               ["#{MESSAGES.fetch(status, 'Error')}\n"], flags)
         buf
       end
 

@@ -3,6 +3,7 @@
 require "test_helper"
 require "support/fake_counters"
 require "support/serving_limits"
+require "support/kernel_stamps"
 require "socket"
 require "logger"
 require "tmpdir"
@@ -13,6 +14,7 @@ require "tmpdir"
 # told, and which Request served whom.
 class ConnectionFactoryTest < Minitest::Test
   include ServingLimits
+  include Narwhal::KernelStamps
 
   CLOSE = "GET /a HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n"
   KEEP = "GET /k HTTP/1.1\r\nHost: h\r\n\r\n"
@@ -42,13 +44,16 @@ class ConnectionFactoryTest < Minitest::Test
     @listeners.each(&:close)
   end
 
-  def factory(address = "127.0.0.1:0", access_log: nil)
+  def factory(address = "127.0.0.1:0", access_log: nil, queue_deadline: nil)
     @listener = Narwhal::Listener.new(address)
     @listeners << @listener
-    log = Logger.new(StringIO.new)
-    responder = Narwhal::Responder.new(->(env) { @app.call(env) }, log, NullSlot.new, FakeCounters.new,
-                                       access_log: access_log)
-    context = Narwhal::Connection::Context.new(LIMITS, Narwhal::Dispatcher::Inline.new(responder), log,
+    @log = StringIO.new
+    log = Logger.new(@log)
+    @responder_counters = FakeCounters.new
+    responder = Narwhal::Responder.new(->(env) { @app.call(env) }, log, NullSlot.new, @responder_counters,
+                                       access_log: access_log, queue_deadline: queue_deadline)
+    limits = LIMITS.dup.tap { |l| l.queue_deadline = queue_deadline }.freeze
+    context = Narwhal::Connection::Context.new(limits, Narwhal::Dispatcher::Inline.new(responder), log,
                                                FakeCounters.new, false)
     @counters = FakeCounters.new
     Narwhal::Connection::Factory.new(@listener, TEMPLATE, context, @counters, budget: nil, early_hints: false,
@@ -98,6 +103,27 @@ class ConnectionFactoryTest < Minitest::Test
 
   def accepted_count
     @counters.counts[Narwhal::Scoreboard::CONNECTIONS_ACCEPTED]
+  end
+
+  # The loop takes the kernel's queue time itself: a request whose bytes
+  # waited past queue_deadline in the listen queue is answered 503 there,
+  # without the app; one that did not is served.
+  def test_a_request_that_waited_past_queue_deadline_is_shed_by_the_loop
+    wait_for_kernel_stamps
+    f = factory(queue_deadline: 0.1)
+    late = connect(CLOSE)
+    sleep 0.15 # the wait under measure
+    connection, _fd, action = f.accept_served
+    assert_equal :close, action
+    connection.close
+    got = read_to_eof(late)
+    assert_match(%r{\AHTTP/1.1 503 Service Unavailable\r\n.*retry-after: 1\r\n.*connection: close\r\n}m, got)
+    assert_empty @seen, "the app never saw it"
+    assert_equal 1, @responder_counters.counts[Narwhal::Scoreboard::REQUESTS_SHED_QUEUE]
+    assert_match(%r{shed 1 request\(s\) past queue_deadline 0.1s with 503, the last GET /a after 0\.1}, @log.string)
+    on_time = connect(CLOSE)
+    assert_equal false, f.accept_served
+    assert_match(%r{\AHTTP/1.1 200 OK}, read_to_eof(on_time))
   end
 
   def test_a_connection_closed_after_its_request_is_answered_and_closed_with_no_connection_made

@@ -18,6 +18,8 @@ module Narwhal
                      "requests_rejected" => "Requests the server answered itself (4xx, 408, 413), not the app",
                      "app_errors" => "Requests answered 500 after the app raised",
                      "request_timeouts" => "Requests soft_timeout interrupted" }.freeze
+        # reason label => the worker counter that counts requests shed for it
+        SHED = { "queue_deadline" => "requests_shed_queue" }.freeze
         # name => [help, { source label (nil: none) => Status histogram key }]
         HISTOGRAMS = {
           "request_duration" => ["Time from the app's call to the response written",
@@ -74,6 +76,19 @@ module Narwhal
           end
           COUNTERS.each do |name, help|
             per_worker_family(workers, "narwhal_worker_#{name}_total", "counter", help) { |w| w["counters"][name] }
+          end
+          shed(workers)
+        end
+
+        def shed(workers)
+          family("narwhal_requests_shed_total", "counter",
+                 "Requests answered 503 without the app, by reason (queue_deadline: they waited past it)") do
+            workers.each do |w|
+              SHED.each do |reason, counter|
+                sample("narwhal_requests_shed_total", { "worker" => w["nr"].to_s, "reason" => reason },
+                       w["counters"][counter])
+              end
+            end
           end
         end
 

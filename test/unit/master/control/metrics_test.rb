@@ -61,6 +61,14 @@ class MetricsTest < Minitest::Test
     assert_includes text, %(narwhal_queue_time_seconds_count{worker="1",source="header"} 0\n)
   end
 
+  def test_requests_shed_are_one_counter_labelled_by_worker_and_reason
+    text = render
+    assert_includes text, "# TYPE narwhal_requests_shed_total counter\n" +
+                          %(narwhal_requests_shed_total{worker="0",reason="queue_deadline"} 1\n) +
+                          %(narwhal_requests_shed_total{worker="1",reason="queue_deadline"} 1\n)
+    refute_includes text, "narwhal_worker_requests_shed_queue_total"
+  end
+
   def test_queue_time_is_one_histogram_labelled_by_its_source
     text = render
     assert_equal 1, text.scan("# TYPE narwhal_queue_time_seconds histogram\n").size

@@ -1,0 +1,26 @@
+# frozen_string_literal: true
+
+module Narwhal
+  class Configurator
+    # The directive that sheds requests which waited too long before the
+    # server got to them (Responder::Shedder answers them). Part of the
+    # DSL; its checks raise with the config file's line like every other
+    # directive's.
+    module Queueing
+      # queue_deadline SECONDS, retry_after: 1. A request whose queue time
+      # (Responder::QueueTime) is past SECONDS when the server starts on it
+      # gets 503 with Retry-After instead of the app; nil turns it off.
+      def queue_deadline(seconds, options = {})
+        seconds = Numbers.seconds(seconds)
+        check(seconds.nil? || (seconds.is_a?(Numeric) && seconds.positive?),
+              "queue_deadline expects a number of seconds > 0 (or nil: off), got #{seconds.inspect}")
+        check(options.is_a?(Hash) && (options.keys - %i[retry_after]).empty?,
+              "queue_deadline's one option is retry_after:, got #{options.inspect}")
+        retry_after = Numbers.integer(options.fetch(:retry_after, DEFAULTS[:queue_deadline_retry_after]))
+        check(retry_after.is_a?(Integer) && retry_after >= 0,
+              "queue_deadline retry_after: expects whole seconds >= 0, got #{retry_after.inspect}")
+        @config.settings.update(queue_deadline: seconds&.to_f, queue_deadline_retry_after: retry_after)
+      end
+    end
+  end
+end
