@@ -325,14 +325,15 @@ module NarwhalFuzz
 end
 
 desc "Run the unit tests of the extension's parts (parser, response head and writer, request loop and its " \
-     "accept, arrival stamps, peer address, scoreboard, poller, sendfile, free space, access log lines) on an " \
-     "AddressSanitizer build"
+     "accept, arrival stamps, peer address, scoreboard, poller, sendfile, free space, access log lines, the " \
+     "backtrace signal and the answers at timeout) on an AddressSanitizer build"
 task :asan do
   NarwhalFuzz.asan_tests("asan", %w[http_parser response_head request_loop connection/factory listener listener/bind
                                     scoreboard poller sendfile socket_writer/spool_budget access_log
                                     access_log/buffer access_log/combined access_log/format access_log/json
                                     response_writer response_writer/output_stream connection/loop_results
-                                    dispatcher/shedding arrival responder/queue_time])
+                                    dispatcher/shedding arrival responder/queue_time backtrace_signal stranded
+                                    master/worker_monitor/stranded_requests master/worker_monitor/timeout])
 end
 
 namespace :fuzz do

@@ -40,7 +40,8 @@ VALUE nw_thread_slot_new(VALUE board, struct nw_sb_thread *slot, struct nw_sb_wo
 VALUE nw_worker_slot_new(VALUE board, VALUE nr);
 void nw_init_scoreboard_slots(VALUE cScoreboard);
 int64_t *nw_worker_slot_waiting(VALUE worker_slot);
-int nw_thread_slot_started(VALUE slot, VALUE method, VALUE path);
+int nw_thread_slot_started(VALUE slot, VALUE method, VALUE path, int fd);
+int nw_thread_slot_responding(VALUE slot);
 int nw_thread_slot_finished(VALUE slot);
 
 /* What the request loop (request_loop.c) uses of the parser and the
@@ -70,5 +71,10 @@ double nw_realtime(void);
 int nw_arrival_enable(int fd);
 ssize_t nw_recv_stamped(int fd, char *buf, size_t len, double *arrived);
 int nw_thread_slot_queue_time(VALUE slot, int kind, double seconds);
+
+/* What the master reaches in a worker at timeout (backtrace_signal.c, stranded.c). */
+void nw_init_backtrace_signal(void);
+struct nw_sb_thread *nw_bound_thread_slot(void);
+void nw_init_stranded(void);
 
 #endif

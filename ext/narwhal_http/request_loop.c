@@ -104,9 +104,10 @@ static VALUE loop_requests(VALUE self) { return LONG2NUM(get_loop(self)->request
  * leaves to Ruby */
 static VALUE loop_arrived(VALUE self) { return DBL2NUM(get_loop(self)->arrived); }
 
-static void slot_started(request_loop *l, VALUE method, VALUE path)
+static void slot_started(request_loop *l, VALUE method, VALUE path, int fd)
 {
-  if (!nw_thread_slot_started(l->slot, method, path)) rb_funcall(l->slot, id_request_started, 2, method, path);
+  if (!nw_thread_slot_started(l->slot, method, path, fd))
+    rb_funcall(l->slot, id_request_started, 3, method, path, INT2FIX(fd));
 }
 
 static void slot_finished(request_loop *l)
@@ -215,7 +216,7 @@ static VALUE run_request(request_loop *l, int fd, VALUE request, VALUE env, VALU
   long len, sent;
   int state = 0, keepalive;
 
-  slot_started(l, nw_http_parser_method(parser), nw_http_parser_path(parser));
+  slot_started(l, nw_http_parser_method(parser), nw_http_parser_path(parser), fd);
   res = rb_protect(call_app, (VALUE)&app, &state);
   if (state) {
     VALUE error = rb_errinfo();
@@ -242,6 +243,7 @@ static VALUE run_request(request_loop *l, int fd, VALUE request, VALUE env, VALU
   }
   keepalive = nw_response_head_keepalive(l->head);
   len = RSTRING_LEN(l->out);
+  nw_thread_slot_responding(l->slot); /* before its first byte (a test's slot has no such mark) */
   do {
     sent = (long)send(fd, RSTRING_PTR(l->out), (size_t)len, MSG_DONTWAIT | MSG_NOSIGNAL);
   } while (sent < 0 && errno == EINTR);

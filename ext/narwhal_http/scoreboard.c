@@ -169,10 +169,13 @@ static VALUE board_busy_for(VALUE self, VALUE vnr)
   return DBL2NUM((double)(nw_sb_now_us() - oldest) / 1e6);
 }
 
-/* #current_request(nr, i) -> [seconds, method, path, path_length] for the
- * request thread i of worker nr is on, nil while it is idle. method and
- * path are binary Strings of at most METHOD_BYTES and PATH_BYTES; the
- * path's length as given is larger when it was truncated. */
+/* #current_request(nr, i) -> [seconds, method, path, path_length, fd,
+ * responding, tid] for the request thread i of worker nr is on, nil while
+ * it is idle. method and path are binary Strings of at most METHOD_BYTES
+ * and PATH_BYTES; the path's length as given is larger when it was
+ * truncated. fd: its connection's descriptor in the worker (-1 unknown);
+ * responding: its response began; tid: the thread's kernel id (0 unknown);
+ * backtraces: how many it wrote when asked (BacktraceSignal). */
 static VALUE board_current_request(VALUE self, VALUE vnr, VALUE vi)
 {
   struct nw_sb_thread *t = thread_of(get_board(self), vnr, vi);
@@ -181,10 +184,20 @@ static VALUE board_current_request(VALUE self, VALUE vnr, VALUE vi)
   int64_t started = nw_sb_current_request(t, method, &method_len, path, &path_len);
 
   if (!started) return Qnil;
-  return rb_ary_new_from_args(4, DBL2NUM((double)(nw_sb_now_us() - started) / 1e6),
+  return rb_ary_new_from_args(8, DBL2NUM((double)(nw_sb_now_us() - started) / 1e6),
                               rb_str_new(method, method_len < NW_SB_METHOD_BYTES ? method_len : NW_SB_METHOD_BYTES),
                               rb_str_new(path, path_len < NW_SB_PATH_BYTES ? path_len : NW_SB_PATH_BYTES),
-                              UINT2NUM(path_len));
+                              UINT2NUM(path_len), INT2FIX(__atomic_load_n(&t->fd, __ATOMIC_RELAXED)),
+                              __atomic_load_n(&t->responding, __ATOMIC_ACQUIRE) ? Qtrue : Qfalse,
+                              INT2FIX(__atomic_load_n(&t->tid, __ATOMIC_ACQUIRE)),
+                              INT2FIX(__atomic_load_n(&t->backtraces, __ATOMIC_ACQUIRE)));
+}
+
+/* #backtraces(nr, i) -> Integer: backtraces thread i of worker nr wrote
+ * when asked (BacktraceSignal); the master waits for one more */
+static VALUE board_backtraces(VALUE self, VALUE vnr, VALUE vi)
+{
+  return INT2FIX(__atomic_load_n(&thread_of(get_board(self), vnr, vi)->backtraces, __ATOMIC_ACQUIRE));
 }
 
 /* #histogram(nr, kind) -> [[count per bucket, not cumulative; the last is
@@ -395,6 +408,7 @@ void nw_init_scoreboard(void)
   rb_define_method(c, "requests", board_requests, 1);
   rb_define_method(c, "current_request", board_current_request, 2);
   rb_define_method(c, "histogram", board_histogram, 2);
+  rb_define_method(c, "backtraces", board_backtraces, 2);
   rb_define_method(c, "serving?", board_serving, 1);
   rb_define_method(c, "reset", board_reset, -1);
   rb_define_method(c, "span=", board_set_span, 1);

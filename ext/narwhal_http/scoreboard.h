@@ -128,6 +128,10 @@ struct nw_sb_worker {
 struct nw_sb_thread {
   int64_t started_us;  /* CLOCK_MONOTONIC us when the current request started; 0 = idle */
   int64_t requests;    /* requests this thread finished */
+  int32_t tid;         /* the thread's kernel id (the master signals it for a backtrace); 0: none */
+  int32_t fd;          /* the current request's connection (the master answers it at timeout); -1: none */
+  int32_t responding;  /* 1 once the current request's response began: no other answer may go */
+  int32_t backtraces;  /* backtraces the thread wrote when asked (BacktraceSignal) */
   uint32_t method_len; /* the current request's method and path lengths as */
   uint32_t path_len;   /* given: more than the bytes below when truncated */
   char method[NW_SB_METHOD_BYTES];
@@ -199,15 +203,26 @@ static inline void nw_sb_set_text(char *dst, size_t cap, uint32_t *len, const ch
 }
 
 /* A thread begins a request (method and path: its first bytes are kept,
- * NULL for none): the master's `timeout` clock starts. The texts are
- * written while started_us is still 0, then published with it. */
+ * NULL for none; fd: its connection, -1 unknown): the master's `timeout`
+ * clock starts. The rest is written while started_us is still 0, then
+ * published with it. */
 static inline void nw_sb_request_started(struct nw_sb_thread *t, const char *method, size_t method_len,
-                                         const char *path, size_t path_len)
+                                         const char *path, size_t path_len, int fd)
 {
   __atomic_thread_fence(__ATOMIC_RELEASE); /* the 0 of the last finish comes first */
   nw_sb_set_text(t->method, NW_SB_METHOD_BYTES, &t->method_len, method, method ? method_len : 0);
   nw_sb_set_text(t->path, NW_SB_PATH_BYTES, &t->path_len, path, path ? path_len : 0);
+  __atomic_store_n(&t->fd, fd, __ATOMIC_RELAXED);
+  __atomic_store_n(&t->responding, 0, __ATOMIC_RELAXED);
   __atomic_store_n(&t->started_us, nw_sb_now_us(), __ATOMIC_RELEASE);
+}
+
+/* The current request's response begins: from now on only its own bytes
+ * may go to the connection (the master no longer answers it at timeout).
+ * Stored before the first byte is written. */
+static inline void nw_sb_responding(struct nw_sb_thread *t)
+{
+  __atomic_store_n(&t->responding, 1, __ATOMIC_RELEASE);
 }
 
 /* The thread is idle again, one request more; its duration goes into the

@@ -8,6 +8,8 @@
  */
 #include "narwhal_http.h"
 #include "scoreboard.h"
+#include <sys/syscall.h>
+#include <unistd.h>
 
 struct nw_thread_slot {
   struct nw_sb_thread *slot;
@@ -123,13 +125,43 @@ static struct nw_worker_slot *worker_slot(VALUE self)
  * that the master can name the request: nothing is allocated. */
 static VALUE thread_slot_started(int argc, VALUE *argv, VALUE self)
 {
-  VALUE method = argc > 0 ? argv[0] : Qnil, path = argc > 1 ? argv[1] : Qnil;
-  if (argc > 2) rb_error_arity(argc, 0, 2);
+  VALUE method = argc > 0 ? argv[0] : Qnil, path = argc > 1 ? argv[1] : Qnil, fd = argc > 2 ? argv[2] : Qnil;
+  if (argc > 3) rb_error_arity(argc, 0, 3);
   if (!RB_TYPE_P(method, T_STRING)) method = Qnil;
   if (!RB_TYPE_P(path, T_STRING)) path = Qnil;
   nw_sb_request_started(thread_slot(self), NIL_P(method) ? NULL : RSTRING_PTR(method),
                         NIL_P(method) ? 0 : (size_t)RSTRING_LEN(method), NIL_P(path) ? NULL : RSTRING_PTR(path),
-                        NIL_P(path) ? 0 : (size_t)RSTRING_LEN(path));
+                        NIL_P(path) ? 0 : (size_t)RSTRING_LEN(path), FIXNUM_P(fd) ? FIX2INT(fd) : -1);
+  return Qnil;
+}
+
+/* ThreadSlot#bind_thread!: the calling thread is the one that serves
+ * through this slot; its kernel id goes in it, for the master's signal
+ * asking for its backtrace near timeout (BacktraceSignal) */
+static __thread struct nw_sb_thread *bound_slot; /* the calling thread's, once bound */
+
+struct nw_sb_thread *nw_bound_thread_slot(void) { return bound_slot; }
+
+static VALUE thread_slot_bind_thread(VALUE self)
+{
+  bound_slot = thread_slot(self);
+  __atomic_store_n(&bound_slot->tid, (int32_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
+  return Qnil;
+}
+
+/* ThreadSlot.responding!: #responding! of the calling thread's bound slot
+ * (nothing when it has none), for who does not hold it: a hijack */
+static VALUE thread_slot_s_responding(VALUE klass)
+{
+  if (bound_slot) nw_sb_responding(bound_slot);
+  return Qnil;
+}
+
+/* ThreadSlot#responding!: the current request's response begins (before
+ * its first byte): the master leaves its connection alone at timeout */
+static VALUE thread_slot_responding(VALUE self)
+{
+  nw_sb_responding(thread_slot(self));
   return Qnil;
 }
 
@@ -176,10 +208,17 @@ static VALUE thread_slot_queue_time(VALUE self, VALUE seconds, VALUE vkind)
 /* For the request loop (request_loop.c): #request_started and
  * #request_finished when slot is a ThreadSlot; 0 (nothing done) when it
  * is some other object, which the loop then calls as Ruby would. */
-int nw_thread_slot_started(VALUE slot, VALUE method, VALUE path)
+int nw_thread_slot_started(VALUE slot, VALUE method, VALUE path, int fd)
 {
   if (!rb_typeddata_is_kind_of(slot, &thread_slot_type)) return 0;
-  thread_slot_started(2, (VALUE[]){method, path}, slot);
+  thread_slot_started(3, (VALUE[]){method, path, INT2FIX(fd)}, slot);
+  return 1;
+}
+
+int nw_thread_slot_responding(VALUE slot)
+{
+  if (!rb_typeddata_is_kind_of(slot, &thread_slot_type)) return 0;
+  nw_sb_responding(thread_slot(slot));
   return 1;
 }
 
@@ -324,6 +363,9 @@ void nw_init_scoreboard_slots(VALUE cScoreboard)
   rb_undef_alloc_func(cThreadSlot);
   rb_define_method(cThreadSlot, "request_started", thread_slot_started, -1);
   rb_define_method(cThreadSlot, "request_finished", thread_slot_finished, 0);
+  rb_define_method(cThreadSlot, "responding!", thread_slot_responding, 0);
+  rb_define_method(cThreadSlot, "bind_thread!", thread_slot_bind_thread, 0);
+  rb_define_singleton_method(cThreadSlot, "responding!", thread_slot_s_responding, 0);
   rb_define_method(cThreadSlot, "queue_time", thread_slot_queue_time, 2);
   rb_define_method(cThreadSlot, "busy_for", thread_slot_busy_for, 0);
   rb_define_method(cThreadSlot, "requests", thread_slot_requests, 0);

@@ -146,6 +146,8 @@ module Narwhal
     def hijack
       Responder::SoftTimeout.deferred { @out.flush }
       @hijacked = true
+      # the socket is the app's: no 504 from the master at timeout
+      Scoreboard::ThreadSlot.responding!
       @env[RACK_HIJACK_IO] = @out.io if @env
       @out.io
     end

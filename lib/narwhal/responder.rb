@@ -66,7 +66,7 @@ module Narwhal
       return shed(request, queue_time) if @shedder&.late?(queue_time)
 
       # the master names the request from these (timeout log line, status)
-      @slot.request_started(request.request_method, env[PATH_INFO])
+      @slot.request_started(request.request_method, env[PATH_INFO], request.out.fileno)
       started = Clock.now if @access_log
       begin
         outcome = call_app(request, env)
@@ -164,6 +164,7 @@ module Narwhal
 
       @status = status
       @headers = headers
+      @slot.responding! # before its first byte: the master's timeout answer is no longer its
       written = write(request.out, status, headers, body, request.flags)
       return written unless written == CLOSE && request.hijacked?
 
@@ -201,6 +202,7 @@ module Narwhal
       return if (@status && @writer.started) || request.hijacked?
 
       @answered = 500
+      @slot.responding!
       request.out.write(ResponseWriter::ErrorResponse.bytes(500, head: request.head?))
     rescue IOError, SystemCallError
       nil

@@ -14,7 +14,9 @@ module Narwhal
   #              (its `timeout`), board.requests(nr), board.snapshot(nr),
   #              board.histogram(nr, Scoreboard::REQUEST_DURATION)
   # A worker:    slot = board.thread_slot(nr, i)    # once, per request thread
-  #              slot.request_started(method, path) / slot.request_finished
+  #              slot.bind_thread!                   # on the thread, once
+  #              slot.request_started(method, path, fd) / slot.request_finished
+  #              slot.responding!                    # before a response's first byte
   #              slot.queue_time(seconds)            # per request
   #              board.worker_slot(nr).count(Scoreboard::CONNECTIONS_ACCEPTED)
   #
@@ -31,8 +33,12 @@ module Narwhal
 
     # A request a thread is on: seconds since it started, its method and
     # path (truncated to METHOD_BYTES and PATH_BYTES, "..." marks a cut
-    # path; bytes that are not UTF-8 read as U+FFFD).
-    CurrentRequest = Struct.new(:thread, :seconds, :request_method, :path) do
+    # path; bytes that are not UTF-8 read as U+FFFD); fd: its connection
+    # in the worker (-1 unknown); responding: its response began; tid: the
+    # thread's kernel id (0 unknown); backtraces: how many the thread wrote
+    # when asked (BacktraceSignal).
+    CurrentRequest = Struct.new(:thread, :seconds, :request_method, :path, :fd, :responding, :tid,
+                                :backtraces) do
       def to_s
         "#{request_method} #{path}"
       end
@@ -56,11 +62,11 @@ module Narwhal
     # The requests worker nr's threads are on, the oldest first.
     def requests_in_flight(nr)
       Array.new(threads) do |i|
-        seconds, method, path, length = current_request(nr, i)
+        seconds, method, path, length, *more = current_request(nr, i)
         next unless seconds
 
         path = "#{path}..." if length > path.bytesize
-        CurrentRequest.new(i, seconds, readable(method), readable(path))
+        CurrentRequest.new(i, seconds, readable(method), readable(path), *more)
       end.compact.sort_by { |request| -request.seconds }
     end
 

@@ -126,6 +126,8 @@ module Narwhal
     def responder_for(i)
       thread = Thread.current
       thread_slot = @scoreboard.thread_slot(@slot, i)
+      thread_slot.bind_thread! # the master may ask this thread for its backtrace near timeout
+      BacktraceSignal.install
       options = { access_log: @access_log&.line_writer, keep_alive: ResponseWriter.keep_alive_line(@limits.keepalive_timeout),
                   trust_queue_header: @config[:trust_x_request_start], queue_deadline: @limits.queue_deadline,
                   retry_after: @config[:queue_deadline_retry_after] }

@@ -41,6 +41,14 @@ module Narwhal
       @fd = fd
     end
 
+    # The socket's descriptor (the scoreboard's, for the master's answer
+    # at timeout); -1 when it is closed.
+    def fileno
+      @fd || @io.fileno
+    rescue IOError
+      -1
+    end
+
     # The socket; made from the attached descriptor at the first call.
     def io
       @io || (@io = @io_class.for_fd(@fd))

@@ -20,6 +20,7 @@ class HaproxyTest < Minitest::Test
       File.write("up.log", "#{env['REQUEST_METHOD']} #{env['HTTP_HOST']}\n", mode: "a") if env["PATH_INFO"] == "/up"
       return [200, {}, ["queue_time=#{env['narwhal.queue_time'].inspect}"]] if env["PATH_INFO"] == "/queue"
       return [200, {}, [env["rack.input"].read]] if env["REQUEST_METHOD"] == "POST"
+      sleep 60 if env["PATH_INFO"] == "/stuck"
       [200, { "content-type" => "text/plain" }, ["ok #{Process.pid}"]]
     }
   RU
@@ -156,6 +157,21 @@ class HaproxyTest < Minitest::Test
     assert_operator results.ok, :>=, 400
     statuses = results.failed.map { |f| f[/\A\d+/] }.uniq
     assert_equal ["503"], statuses, "#{results.ok} answered\n#{haproxy_log.lines.grep(/ 50\d /).first(5).join}"
+  end
+
+  # A worker killed for `timeout` answers 504 first: haproxy passes the
+  # 504 on, and its passive check of the connection (observe layer4, one
+  # error marks the server down) sees an answer, not a reset, so the
+  # instance stays in rotation.
+  def test_a_request_past_timeout_is_a_504_through_haproxy_and_the_server_stays_up
+    stop_haproxy
+    @server.stop
+    @server = start_narwhal("#{@config}timeout 2\n")
+    start_haproxy("check\n" => "check observe layer4 error-limit 1 on-error mark-down\n")
+    assert_equal 504, get("/stuck")
+    assert_match(%r{ 504 .*"GET /stuck HTTP/1.1"}, wait_until(message: "haproxy's log line") { haproxy_log[/.* 504 .*/] })
+    10.times { assert_equal 200, get, "the server stays in rotation" }
+    refute_match(/is DOWN/, haproxy_log)
   end
 
   def refused_by_haproxy?

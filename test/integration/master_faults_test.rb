@@ -166,7 +166,8 @@ class MasterFaultsTest < Minitest::Test
         (pids - server.log.scan(/ready pid=(\d+)/).flatten.map(&:to_i)).empty?
       end
       clients = Array.new(2) { server.connect.tap { |c| c.write("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n") } }
-      clients.each { |c| assert c.closed?(timeout: 20), "round #{round}: the stuck request is cut" }
+      clients.each { |c| assert_equal 504, c.read_response(timeout: 20).status, "round #{round}: the stuck request" }
+      clients.each { |c| assert c.closed?(timeout: 20), "round #{round}: then closed" }
       clients.each(&:close)
       wait_until(timeout: 20, message: "round #{round} killed") { (server.worker_pids & pids).empty? }
     end

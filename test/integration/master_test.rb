@@ -58,22 +58,24 @@ class MasterTest < Minitest::Test
     assert_equal "ok", get(server).body
   end
 
-  def test_a_worker_past_timeout_is_killed_its_client_cut_and_a_new_worker_serves
+  def test_a_worker_past_timeout_is_killed_its_client_answered_504_and_a_new_worker_serves
     hook = <<~'RB'
       after_worker_timeout do |server, worker, info|
         server.logger.info("hook: worker=#{worker.nr} pid=#{worker.pid} #{info.request_method} #{info.path} " \
-                           "elapsed>1=#{info.elapsed > 1} timeout=#{info.timeout} others=#{info.other_requests}")
+                           "elapsed>1=#{info.elapsed > 1} timeout=#{info.timeout} others=#{info.other_requests} " \
+                           "answered=#{info.answered}")
       end
     RB
     server = start("timeout 1\n#{hook}")
     old = wait_for_workers(server, 1).first
     c = server.connect
     c.write("GET /hang?q=1 HTTP/1.1\r\nHost: x\r\n\r\n")
-    assert c.closed?(timeout: 10), "the hung request's connection is closed"
+    assert_equal 504, c.read_response(timeout: 10).status, "the hung request is answered before the kill"
+    assert c.closed?(timeout: 10), "then its connection is closed"
     assert_match(%r{worker=0 pid=#{old} timeout \(\d+\.\d+s > 1s\) on GET /hang, killing; no other request in flight},
                  server.log)
     wait_until(message: "the hook's line") { server.log.include?("hook: ") }
-    assert_includes server.log, "hook: worker=0 pid=#{old} GET /hang elapsed>1=true timeout=1 others=0"
+    assert_includes server.log, "hook: worker=0 pid=#{old} GET /hang elapsed>1=true timeout=1 others=0 answered=1"
     assert_equal "ok", get(server).body
     refute_equal old, wait_for_workers(server, 1).first
   end

@@ -19,5 +19,8 @@ module Narwhal
     end
 
     def flush; end
+
+    # no socket: the scoreboard is told -1
+    def fileno = -1
   end
 end

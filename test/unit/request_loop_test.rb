@@ -45,9 +45,11 @@ class RequestLoopTest < Minitest::Test
       @marks = []
     end
 
-    def request_started(method, path)
+    def request_started(method, path, _fd = -1)
       @marks << [:started, method, path]
     end
+
+    def responding!; end
 
     def request_finished
       @marks << :finished

@@ -18,10 +18,12 @@ class ResponderTest < Minitest::Test
       @names = []
     end
 
-    def request_started(*names)
-      @names << names
+    def request_started(method = nil, path = nil, _fd = -1)
+      @names << [method, path].compact
       @marks << :started
     end
+
+    def responding! = nil
     def request_finished = @marks << :finished
     def queue_time(seconds, kind) = @marks << [:queue_time, seconds, kind]
   end

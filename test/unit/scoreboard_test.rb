@@ -107,6 +107,32 @@ class ScoreboardTest < Minitest::Test
     assert_raises(ArgumentError) { slot.queue_time(0.1, Scoreboard::REQUEST_DURATION) }
   end
 
+  # What the master reads of a request at timeout: its connection, whether
+  # its response began (the slot's own mark, or the thread's for a
+  # hijack), and the thread to ask for a backtrace.
+  def test_a_request_in_flight_carries_its_connection_thread_and_response_mark
+    board = Scoreboard.new(1, threads: 2)
+    Thread.new do
+      slot = board.thread_slot(0, 1)
+      slot.bind_thread!
+      slot.request_started("GET", "/ws", 17)
+      Scoreboard::ThreadSlot.responding! # as a hijack marks it
+    end.join
+    slot = board.thread_slot(0, 0)
+    slot.request_started("GET", "/x", 9)
+    first, second = board.requests_in_flight(0).sort_by(&:thread)
+    assert_equal [9, false, 0, 0], [first.fd, first.responding, first.tid, first.backtraces]
+    assert_equal [17, true], [second.fd, second.responding]
+    assert_operator second.tid, :>, 0
+    slot.responding!
+    assert board.requests_in_flight(0).find { |r| r.thread.zero? }.responding
+    slot.request_finished
+    slot.request_started("GET", "/y")
+    assert_equal [-1, false], board.requests_in_flight(0).find { |r| r.thread.zero? }.then { |r| [r.fd, r.responding] },
+                 "a new request starts unmarked"
+    assert_equal 0, board.backtraces(0, 1)
+  end
+
   def test_queue_time_allocates_nothing
     slot = Scoreboard.new(1).thread_slot(0)
     seconds = 0.012

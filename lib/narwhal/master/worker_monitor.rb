@@ -16,68 +16,13 @@ module Narwhal
     class WorkerMonitor
       autoload :MemoryLimit, "narwhal/master/worker_monitor/memory_limit"
       autoload :RequestLimit, "narwhal/master/worker_monitor/request_limit"
-      # Why a worker was killed for `timeout`, as the log line says it and
-      # the after_worker_timeout hook receives it: seconds on its oldest
-      # request, the limit, that request's method and path (from the
-      # scoreboard, truncated; nil when it finished meanwhile) and how many
-      # other requests died with it.
-      TimeoutInfo = Struct.new(:elapsed, :timeout, :request_method, :path, :other_requests, keyword_init: true) do
-        def to_s
-          request = request_method ? " on #{request_method} #{path}" : ""
-          "timeout (#{elapsed.round(3)}s > #{timeout}s)#{request}, killing; #{others_in_flight}"
-        end
-
-        private
-
-        def others_in_flight
-          case other_requests
-          when 0 then "no other request in flight"
-          when 1 then "1 other request in flight dies with it"
-          else "#{other_requests} other requests in flight die with it"
-          end
-        end
-      end
-
-      # A worker on one request for longer than `timeout` seconds is killed
-      # (and replaced by the master); idle workers never time out. The kill
-      # takes the worker's other requests with it (its other threads'): the
-      # log line names the request that ran too long and says how many
-      # others were in flight just before it.
-      class Timeout
-        def initialize(seconds)
-          @seconds = seconds
-        end
-
-        def signal
-          :KILL
-        end
-
-        # How often the master must look: twice per timeout.
-        def interval
-          @seconds / 2.0
-        end
-
-        def due?(_now)
-          true
-        end
-
-        # A TimeoutInfo, or nil while the worker is within its timeout.
-        def breach(worker, scoreboard)
-          busy = scoreboard.busy_for(worker.nr)
-          return unless busy && busy > @seconds
-
-          snapshot = scoreboard.snapshot(worker.nr)
-          oldest = snapshot.requests_in_flight&.first
-          oldest = nil if oldest&.request_method&.empty? # a request started without its name
-          TimeoutInfo.new(elapsed: busy, timeout: @seconds, request_method: oldest&.request_method,
-                          path: oldest&.path, other_requests: [snapshot.busy_threads - 1, 0].max)
-        end
-      end
-
+      autoload :StrandedRequests, "narwhal/master/worker_monitor/stranded_requests"
+      autoload :Timeout, "narwhal/master/worker_monitor/timeout"
+      autoload :TimeoutInfo, "narwhal/master/worker_monitor/timeout"
       # The policies a configuration asks for (built again on HUP). server:
       # the master (its tally, and what its hooks receive), nil in tests.
       def self.for(config, scoreboard, server = nil)
-        policies = [Timeout.new(config[:timeout])]
+        policies = [Timeout.new(config[:timeout], config.logger)]
         if config[:worker_memory_limit]
           policies << MemoryLimit.new(config[:worker_memory_limit], pss: config[:worker_memory_pss],
                                                                     interval: config[:worker_memory_check_interval])
@@ -85,17 +30,21 @@ module Narwhal
         if config[:worker_max_requests]
           policies << RequestLimit.new(config[:worker_max_requests], config[:worker_max_requests_jitter])
         end
-        new(scoreboard, policies, config.logger, server: server, on_timeout: config[:after_worker_timeout])
+        stranded = StrandedRequests.new(scoreboard, config.logger, -> { server ? server.listeners.map { |l| l.io.fileno } : [] })
+        new(scoreboard, policies, config.logger, server: server, on_timeout: config[:after_worker_timeout],
+                                                 stranded: stranded)
       end
 
       # on_timeout: called as after_worker_timeout is, once a worker was
-      # signalled for its timeout.
-      def initialize(scoreboard, policies, logger, server: nil, on_timeout: nil)
+      # signalled for its timeout; stranded: StrandedRequests, which answers
+      # the clients of a worker about to be killed for it (nil: none).
+      def initialize(scoreboard, policies, logger, server: nil, on_timeout: nil, stranded: nil)
         @scoreboard = scoreboard
         @policies = policies
         @logger = logger
         @server = server
         @on_timeout = on_timeout
+        @stranded = stranded
       end
 
       # The longest the master may sleep between two checks.
@@ -120,6 +69,7 @@ module Narwhal
             reason = policy.breach(worker, @scoreboard)
             next unless reason
 
+            @stranded&.answer(worker, reason) if reason.is_a?(TimeoutInfo)
             # a kill cuts requests; a recycle is routine
             level = policy.signal == :KILL ? :error : :warn
             @logger.public_send(level, "worker=#{worker.nr} pid=#{worker.pid} #{reason}")

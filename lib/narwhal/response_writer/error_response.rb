@@ -10,7 +10,7 @@ module Narwhal
         400 => "Bad Request", 408 => "Request Timeout", 413 => "Content Too Large",
         414 => "URI Too Long", 417 => "Expectation Failed",
         431 => "Request Header Fields Too Large", 500 => "Internal Server Error",
-        503 => "Service Unavailable", 505 => "HTTP Version Not Supported", 507 => "Insufficient Storage"
+        503 => "Service Unavailable", 504 => "Gateway Timeout", 505 => "HTTP Version Not Supported", 507 => "Insufficient Storage"
       }.freeze
       HEADERS = { "content-type" => "text/plain" }.freeze
 

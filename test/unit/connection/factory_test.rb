@@ -22,7 +22,9 @@ class ConnectionFactoryTest < Minitest::Test
 
   # The scoreboard's thread slot, as the loop reports to it.
   class NullSlot
-    def request_started(_method, _path); end
+    def request_started(_method, _path, _fd = -1); end
+
+    def responding!; end
 
     def request_finished; end
 

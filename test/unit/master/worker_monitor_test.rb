@@ -17,11 +17,18 @@ class WorkerMonitorTest < Minitest::Test
     def snapshot(nr)
       Narwhal::Scoreboard::Snapshot.new(nr: nr, busy_threads: busy[nr] ? 1 : 0, requests_in_flight: [])
     end
+
+    # nameless requests: no thread to ask for a backtrace (tid 0)
+    def requests_in_flight(nr)
+      return [] unless busy[nr]
+
+      [Narwhal::Scoreboard::CurrentRequest.new(0, busy[nr], "", "", -1, false, 0, 0)]
+    end
   end
 
   def test_a_worker_busy_past_the_timeout_is_killed_idle_and_quick_ones_are_not
     board = FakeScoreboard.new({ 1 => 2.34567, 2 => 0.5 }) # 0 is idle
-    monitor = Monitor.new(board, [Monitor::Timeout.new(1)], @logger)
+    monitor = Monitor.new(board, [Monitor::Timeout.new(1, @logger)], @logger)
     assert_equal [[1, :KILL]], verdicts(monitor, workers(3))
     assert_equal "worker=1 pid=101 timeout (2.346s > 1s), killing; no other request in flight\n", @log.string
   end
@@ -31,7 +38,7 @@ class WorkerMonitorTest < Minitest::Test
   def test_the_kill_line_counts_the_other_requests_that_die_with_the_worker
     board = Narwhal::Scoreboard.new(3, threads: 4)
     [[1, 0], [1, 2], [1, 3], [2, 1]].each { |nr, i| board.thread_slot(nr, i).request_started }
-    monitor = Monitor.new(board, [Monitor::Timeout.new(0.05)], @logger)
+    monitor = Monitor.new(board, [Monitor::Timeout.new(0.05, @logger)], @logger)
     wait_until(message: "requests past the timeout") { board.busy_for(1).to_f > 0.05 && board.busy_for(2).to_f > 0.05 }
     board.thread_slot(1, 3).request_finished # done before the check: not in flight
     assert_equal [[1, :KILL], [2, :KILL]], verdicts(monitor, workers(3))
@@ -56,7 +63,7 @@ class WorkerMonitorTest < Minitest::Test
     def retire.due?(_now) = true
     def retire.breach(worker, _board) = ("memory 600 MB > 512 MB, retiring" if worker.nr.even?)
     board = FakeScoreboard.new({ 0 => 9.0, 1 => 9.0 })
-    monitor = Monitor.new(board, [Monitor::Timeout.new(3), retire], @logger)
+    monitor = Monitor.new(board, [Monitor::Timeout.new(3, @logger), retire], @logger)
     assert_equal [[0, :KILL], [1, :KILL], [2, :QUIT]], verdicts(monitor, workers(3))
     assert_includes @log.string, "worker=2 pid=102 memory 600 MB > 512 MB, retiring\n"
     assert_equal 1.5, monitor.interval, "the master looks twice per timeout"
@@ -91,7 +98,7 @@ class WorkerMonitorTest < Minitest::Test
   def test_a_hook_that_raises_is_logged_and_the_kill_still_counts
     board = FakeScoreboard.new({ 0 => 9.0 })
     server = Struct.new(:tally).new(Narwhal::Master::Tally.new)
-    monitor = Monitor.new(board, [Monitor::Timeout.new(3)], @logger, server: server,
+    monitor = Monitor.new(board, [Monitor::Timeout.new(3, @logger)], @logger, server: server,
                                                                     on_timeout: ->(*) { raise "pager down" })
     assert_equal [[0, :KILL]], verdicts(monitor, workers(1))
     assert_includes @log.string, "worker=0 pid=100 timeout (9.0s > 3s), killing; no other request in flight\n"
@@ -106,7 +113,7 @@ class WorkerMonitorTest < Minitest::Test
     board = FakeScoreboard.new({ 0 => 9.0, 1 => 9.0 })
     server = Struct.new(:tally).new(Narwhal::Master::Tally.new)
     hooked = []
-    monitor = Monitor.new(board, [Monitor::Timeout.new(3)], @logger, server: server,
+    monitor = Monitor.new(board, [Monitor::Timeout.new(3, @logger)], @logger, server: server,
                                                                     on_timeout: ->(_s, worker, _i) { hooked << worker.pid })
     list = workers(2)
     assert_equal [[0, :KILL], [1, :KILL]], verdicts(monitor, list)

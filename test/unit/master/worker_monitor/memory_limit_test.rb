@@ -15,7 +15,7 @@ class MasterWorkerMonitorMemoryLimitTest < Minitest::Test
     def memory.pss(pid) = rss(pid) / 2
     board = CountingBoard.new({ 0 => 5, 1 => 5 }) # 2 has served nothing yet
     limit = Monitor::MemoryLimit.new(512 << 20, interval: 5, memory: memory)
-    monitor = Monitor.new(board, [Monitor::Timeout.new(30), limit], @logger)
+    monitor = Monitor.new(board, [Monitor::Timeout.new(30, @logger), limit], @logger)
     list = workers(3)
     assert_equal [[0, :QUIT]], verdicts(monitor, list)
     assert_equal "worker=0 pid=100 memory 600.0 MiB (RSS) > worker_memory_limit 512.0 MiB, recycling\n", @log.string
