@@ -13,6 +13,7 @@ module Narwhal
     autoload :ByteSize, "narwhal/configurator/byte_size"
     autoload :ConnectionCap, "narwhal/configurator/connection_cap"
     autoload :DSL, "narwhal/configurator/dsl"
+    autoload :MasterListeners, "narwhal/configurator/master_listeners"
     autoload :Numbers, "narwhal/configurator/numbers"
     autoload :Paths, "narwhal/configurator/paths"
     autoload :PumaDirectives, "narwhal/configurator/puma_directives"
