@@ -70,6 +70,11 @@ module Narwhal
       @shutdown.draining?
     end
 
+    # Whether this is the old master of a USR2 hand-over: its successor runs.
+    def handing_over?
+      @reexec.running?
+    end
+
     # --- what Unicorn's hooks call on `server` ---
 
     # The pid file's path (Unicorn's HttpServer#pid), nil without one.
