@@ -93,6 +93,7 @@ module Narwhal
       response_spool_disk_reserve: 1 * GIB, # left free on the file system
       default_listen: "127.0.0.1:8080",
       control_listen: nil,
+      agent_listen: nil,
       control_status_paths: false # paths may carry secrets (reset tokens)
     }.freeze
     CLIENT_TIMEOUT_PARTS = %i[client_header_timeout client_body_timeout].freeze
