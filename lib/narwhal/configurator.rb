@@ -13,6 +13,7 @@ module Narwhal
     autoload :ByteSize, "narwhal/configurator/byte_size"
     autoload :ConnectionCap, "narwhal/configurator/connection_cap"
     autoload :DSL, "narwhal/configurator/dsl"
+    autoload :MasterListeners, "narwhal/configurator/master_listeners"
     autoload :Numbers, "narwhal/configurator/numbers"
     autoload :Paths, "narwhal/configurator/paths"
     autoload :PumaDirectives, "narwhal/configurator/puma_directives"
@@ -96,6 +97,7 @@ module Narwhal
       response_spool_disk_reserve: 1 * GIB, # left free on the file system
       default_listen: "127.0.0.1:8080",
       control_listen: nil,
+      agent_listen: nil,
       control_status_paths: false # paths may carry secrets (reset tokens)
     }.freeze
     CLIENT_TIMEOUT_PARTS = %i[client_header_timeout client_body_timeout].freeze

@@ -70,6 +70,12 @@ module Narwhal
       @shutdown.draining?
     end
 
+    # Whether this is the old master of a USR2 hand-over: its successor runs
+    # (the agent answers `drain`).
+    def handing_over?
+      @reexec.running?
+    end
+
     # --- what Unicorn's hooks call on `server` ---
 
     # The pid file's path (Unicorn's HttpServer#pid), nil without one.
@@ -157,17 +163,21 @@ module Narwhal
       srand # workers must not share a random sequence
     end
 
-    # `-D` returns to the shell once the first worker serves; an inherited
-    # control socket is answered on from now.
+    # `-D` returns to the shell once the first worker serves; inherited
+    # control and agent sockets are answered on from now.
     def first_worker_ready
-      @control.start if @control && !@control.started?
+      @control.start(wait_if_busy: true) if @control && !@control.started?
       @notify.ready(@worker_processes)
       @daemon&.ready(pid_file: @pid_file&.path, stderr_path: @config[:stderr_path])
     end
 
-    # A child that is not a worker: USR2's new master, dead.
+    # A child that is not a worker: USR2's new master, dead. This master
+    # carries on, and answers the agent again.
     def reexec_exited(pid, status)
-      @pid_file = @reexec.failed(status, @pid_file) if pid == @reexec.pid
+      return unless pid == @reexec.pid
+
+      @pid_file = @reexec.failed(status, @pid_file)
+      @control&.take_back
     end
 
     # No worker ever became ready and retrying will not help: exit non-zero.
@@ -177,21 +187,25 @@ module Narwhal
       1
     end
 
-    # control_listen: its own thread reads the scoreboard (Control). After
-    # USR2 the old master passed its socket down (Control::Handover): it is
-    # answered on once a worker serves (until then the old master answers
-    # alone). Without one (control_listen changed) the address may still
-    # be the old master's: the new one waits for it.
+    # control_listen and agent_listen: one thread reads the scoreboard for
+    # both (Control). After USR2 the old master passed its sockets down
+    # (Control::Handover, Control::Agent): they are answered on once a
+    # worker serves (until then the old master answers alone). Without
+    # them (an address changed) the address may still be the old master's:
+    # the new one waits for it.
     def start_control(wait_if_busy:)
       address = @config[:control_listen]
       inherited = Control::Handover.take(address)
-      return unless address
+      agent = Control::Agent.take(@config[:agent_listen], @logger)
+      return unless address || agent
 
       status = Control::Status.new(self, @scoreboard, @workers, paths: @config[:control_status_paths])
-      control = Control.new(address, status, @logger, listener: inherited)
-      return control.start(wait_if_busy: wait_if_busy) unless inherited
+      control = Control.new(address, status, @logger, listener: inherited, agent: agent)
+      return control.start(wait_if_busy: wait_if_busy) unless control.inherited?
 
-      @logger.info("control listener on #{control.address} inherited, answering once a worker serves")
+      control.bind_sockets(wait_if_busy: true) # one whose address changed
+      @logger.info("control listener on #{control.address} inherited, answering once a worker serves") if inherited
+      @logger.info("agent listener on #{agent.address} inherited, answering once a worker serves") if agent&.inherited?
       control
     end
 

@@ -8,9 +8,9 @@ module Narwhal
     # directives. Each validates its argument; a bad one is noted with its
     # line and the file read on: one run reports every problem of the file.
     class DSL
-      include Paths
-      include Recycling
-      include Queueing
+      # Directives kept in files of their own.
+      MIXINS = [Paths, Recycling, MasterListeners, Queueing].freeze
+      MIXINS.each { |mixin| include mixin }
 
       def initialize(config)
         @config = config
@@ -32,19 +32,6 @@ module Narwhal
           fail_at(e.message)
         end
         @config.add_listener(address.to_s, options)
-      end
-
-      # The master's control listener (/metrics, /health, /ready, /status):
-      # an address as `listen` takes it, nil for none.
-      def control_listen(address)
-        check(address.nil? || address.is_a?(String) || address.is_a?(Integer),
-              "control_listen expects an address String (or nil: none), got #{address.inspect}")
-        begin
-          Listener.parse(address) if address
-        rescue ArgumentError => e
-          fail_at("control_listen: #{e.message}")
-        end
-        @config.settings[:control_listen] = address&.to_s
       end
 
       # Unicorn's plural form: replaces every address given so far.
@@ -162,7 +149,7 @@ module Narwhal
       end
 
       def self.directives
-        (public_instance_methods(false) + [Paths, Recycling, Queueing].flat_map(&:public_instance_methods)) -
+        (public_instance_methods(false) + MIXINS.flat_map(&:public_instance_methods)) -
           %i[method_missing respond_to_missing? problems]
       end
 

@@ -15,18 +15,24 @@ module Narwhal
     #                  draining, else 503 with the reason
     #   GET /status    the same data as JSON (what `narwhal status` reads)
     #
+    # The same thread answers haproxy's agent-check on `agent_listen`
+    # (Agent): one line per connection, written at once.
+    #
     # It runs on a thread of its own in the master, one IO.select loop over
-    # its socket and its clients, so the master's loop never waits for it
+    # its sockets and their clients, so the master's loop never waits for it
     # and it never waits for one client: each has READ_DEADLINE seconds for
     # a request of at most MAX_REQUEST bytes and WRITE_DEADLINE seconds to
     # take the answer; at most MAX_CLIENTS are held, the oldest dropped
     # beyond. Every answer closes its connection.
     class Control
+      autoload :Agent, "narwhal/master/control/agent"
       autoload :Exchange, "narwhal/master/control/exchange"
       autoload :Handover, "narwhal/master/control/handover"
       autoload :Metrics, "narwhal/master/control/metrics"
+      autoload :Sockets, "narwhal/master/control/sockets"
       autoload :Status, "narwhal/master/control/status"
       include Exchange
+      include Sockets
 
       MAX_REQUEST = 4096
       READ_DEADLINE = 5
@@ -43,14 +49,18 @@ module Narwhal
       # answers the probes it took already (Control#stop with hand_over).
       HAND_OVER_SECONDS = 1.0
 
-      # address: control_listen's; status: a Status (#to_h); listener: the
-      # socket a USR2 predecessor passed down (Handover), or nil.
-      def initialize(address, status, logger, read_deadline: READ_DEADLINE, listener: nil)
+      # address: control_listen's, nil for none; status: a Status (#to_h);
+      # listener: the socket a USR2 predecessor passed down (Handover), or
+      # nil; agent: the Agent (agent_listen), or nil.
+      def initialize(address, status, logger, read_deadline: READ_DEADLINE, listener: nil, agent: nil)
         @address = address
         @read_deadline = read_deadline
         @status = status
         @logger = logger
         @listener = listener
+        @agent = agent
+        @inherited = !listener.nil? || agent&.inherited? || false
+        @retry_bind_at = nil # an address still busy is tried again then
         @clients = {}
         @thread = nil
         @closing = false # takes no more connections; ends once its clients are answered
@@ -62,26 +72,33 @@ module Narwhal
         @listener&.address
       end
 
-      # Binds, then serves on a thread. A busy address raises Listener::Error,
-      # unless wait_if_busy (a re-exec'd master, whose old master still
-      # holds it): then the thread binds once it is free.
+      # Binds (Sockets#bind_sockets), then serves on a thread; a USR2
+      # predecessor that answered on the agent socket stops now.
       def start(wait_if_busy: false)
-        begin
-          bind unless @listener
-        rescue Listener::Error => e
-          raise unless wait_if_busy && e.cause.is_a?(Errno::EADDRINUSE)
-
-          @logger.info("control listener: #{e.message}; binding once it is free")
-        end
+        bind_sockets(wait_if_busy: wait_if_busy, quiet: !@retry_bind_at.nil?)
         @thread = Thread.new { run }
         @thread.name = "narwhal control"
         @thread.report_on_exception = false
+        @agent&.announce
         self
       end
 
-      # USR2's child, before exec: the socket goes to the new master.
+      # Whether a socket came from a USR2 predecessor: answered on once a
+      # worker serves.
+      def inherited?
+        @inherited
+      end
+
+      # USR2's child, before exec: the sockets go to the new master.
       def pass_on_exec
-        @listener ? Handover.pass_on_exec(@listener) : {}
+        map = @listener ? Handover.pass_on_exec(@listener) : {}
+        @agent ? map.merge(@agent.pass_on_exec) : map
+      end
+
+      # The USR2 successor died: this master answers the agent again.
+      def take_back
+        @agent&.take_back
+        @wake_w.write_nonblock(".", exception: false) unless @wake_w.closed?
       end
 
       def started?
@@ -97,25 +114,8 @@ module Narwhal
         @thread&.kill&.join(1)
         @clients.each_key { |io| io.close unless io.closed? }
         @clients.clear
-        @listener&.close(unlink: unlink)
+        close_sockets(unlink: unlink)
         [@wake_r, @wake_w].each(&:close)
-      end
-
-      # In a forked worker: the thread is gone, the descriptors go too (a
-      # worker holding a control connection would keep its client waiting).
-      # The fork may have caught the thread between an accept and noting
-      # the connection: any other socket on the control address is pointed
-      # at /dev/null (not closed: its IO object, stranded with the thread,
-      # still owns the descriptor number).
-      def close_in_child
-        return unless @listener
-
-        local = @listener.io.local_address.inspect_sockaddr
-        @clients.each_key { |io| io.close unless io.closed? }
-        @clients.clear
-        @listener.io.close unless @listener.io.closed?
-        [@wake_r, @wake_w].each(&:close)
-        stray_sockets(local).each { |io| io.reopen(File::NULL) }
       end
 
       # One request's answer: [status, headers, body]. HEAD gets no body
@@ -129,18 +129,6 @@ module Narwhal
       end
 
       private
-
-      def stray_sockets(local)
-        Dir.children("/proc/self/fd").filter_map do |fd|
-          next unless File.readlink("/proc/self/fd/#{fd}").start_with?("socket:")
-
-          io = Socket.for_fd(Integer(fd))
-          io.autoclose = false
-          io if io.local_address.inspect_sockaddr == local
-        rescue SystemCallError, IOError, SocketError, ArgumentError
-          nil
-        end
-      end
 
       def route(path)
         return plain(200, "ok\n") if path == "/health"
@@ -159,20 +147,6 @@ module Narwhal
         [code, { "content-type" => "text/plain" }.merge(headers), text]
       end
 
-      def bind
-        @listener = Listener.new(@address, LISTEN_OPTIONS.dup, @logger)
-        @logger.info("control listener on #{address} (/metrics /health /ready /status)")
-      end
-
-      def bind_when_free
-        bind
-      rescue Listener::Error => e
-        raise unless e.cause.is_a?(Errno::EADDRINUSE)
-
-        sleep RETRY_BUSY
-        retry
-      end
-
       # No more connections; the thread ends once those it has are answered
       # (HAND_OVER_SECONDS at most).
       def finish_taken
@@ -184,9 +158,9 @@ module Narwhal
       end
 
       def run
-        bind_when_free unless @listener
         until @closing && @clients.empty?
-          readers = @closing ? [@wake_r] : [@listener.io, @wake_r]
+          bind_sockets(wait_if_busy: true, quiet: true) if @retry_bind_at && Clock.now >= @retry_bind_at
+          readers = @closing ? [@wake_r] : [@wake_r, *listening]
           writers = []
           @clients.each_value { |c| (c.output ? writers : readers) << c.io }
           readable, writable = IO.select(readers, writers, nil, wait_time)
@@ -200,22 +174,39 @@ module Narwhal
 
       def on_readable(io)
         if io == @wake_r then @wake_r.read_nonblock(64, exception: false)
-        elsif io == @listener.io then accept
-        else read(@clients[io])
+        elsif io == @listener&.io then accept
+        elsif @clients.key?(io) then read(@clients[io])
+        elsif @agent&.readers&.include?(io) then answer_agent(@agent.on_readable(io))
         end
       end
 
       def wait_time
-        deadline = @clients.each_value.map(&:deadline).min
+        deadline = [*@clients.each_value.map(&:deadline), @retry_bind_at].compact.min
         deadline ? [deadline - Clock.now, 0].max : nil
       end
 
       def accept
         io = @listener.io.accept_nonblock(exception: false)
-        return if io == :wait_readable
+        hold(io, Clock.now + @read_deadline) unless io == :wait_readable
+      end
 
+      # haproxy's agent-check: the line at once; the connection closes once
+      # it is taken. A line that cannot be made (a status that cannot be
+      # read) is logged and the connection closed: haproxy changes nothing.
+      def answer_agent(io)
+        return unless io
+
+        client = hold(io, Clock.now + WRITE_DEADLINE)
+        client.output = @agent.reply(@status.to_h).b
+        write(client)
+      rescue StandardError => e
+        @logger.error("agent: #{ErrorMessage.for(e)}#{ErrorMessage.backtrace(e)}")
+        drop(client)
+      end
+
+      def hold(io, deadline)
         drop(@clients.each_value.min_by(&:deadline)) if @clients.size >= MAX_CLIENTS
-        @clients[io] = Client.new(io, +"", nil, Clock.now + @read_deadline)
+        @clients[io] = Client.new(io, +"", nil, deadline)
       end
     end
   end

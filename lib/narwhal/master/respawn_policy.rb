@@ -18,7 +18,9 @@ module Narwhal
       MAX_DELAY = 30.0 # the wait stops doubling here
       GIVE_UP_AFTER = 3 # failed rounds, when no worker was ever ready
 
-      attr_reader :last_error, :rounds
+      # failures: workers that failed to boot (or to fork) since one was
+      # last ready.
+      attr_reader :last_error, :rounds, :failures
 
       def initialize
         @booting = {} # pid => the round it was forked in
@@ -81,6 +83,11 @@ module Narwhal
       # Seconds until a delayed fork is due; nil when none is waiting.
       def wait(now)
         @retry_at - now if @retry_at && @retry_at > now
+      end
+
+      # Whether a worker of this master was ever ready.
+      def ever_ready?
+        @ever_ready
       end
 
       def give_up?

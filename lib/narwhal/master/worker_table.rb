@@ -158,6 +158,16 @@ module Narwhal
         "no worker could boot (#{@respawn.rounds} attempts), exiting: #{@respawn.last_error}"
       end
 
+      # Workers that failed to boot since one was last ready (RespawnPolicy).
+      def boot_failures
+        @respawn.failures
+      end
+
+      # Whether a worker of this master was ever ready.
+      def ever_ready?
+        @respawn.ever_ready?
+      end
+
       # HUP: the app may have been fixed, its workers start at once.
       def reset_respawn
         @respawn.reset

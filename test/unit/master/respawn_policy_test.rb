@@ -95,6 +95,17 @@ class RespawnPolicyTest < Minitest::Test
     assert_match(/failed to boot: config.ru:2: boom; 1 failure\(s\) in a row, next attempt in 0.5s\z/, line)
   end
 
+  # Whether workers on their way are expected to serve: this master's
+  # served before, and no boot failed since.
+  def test_ever_ready_and_failures_since_the_last_ready_worker
+    refute @policy.ever_ready?
+    fail_boot(fork_worker, 0)
+    fail_boot(fork_worker, 1)
+    assert_equal 2, @policy.failures
+    @policy.ready(fork_worker.pid)
+    assert_equal [true, 0], [@policy.ever_ready?, @policy.failures]
+  end
+
   def test_workers_told_to_stop_or_already_serving_are_not_failures
     quitting = fork_worker
     quitting.quitting = true

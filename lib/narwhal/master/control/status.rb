@@ -23,9 +23,12 @@ module Narwhal
 
         # "threads" is the running configuration's; each worker's own count
         # (a HUP may have changed it since the worker was forked) is in its
-        # entry. master: its config, tally, listeners, draining?,
-        # worker_processes. workers: the WorkerTable. rss: pid -> bytes or
-        # nil. paths: whether a request in flight shows its path
+        # entry. "handing_over": this is the old master of a USR2 hand-over
+        # (its successor runs); "ever_ready": a worker of this master served;
+        # "boot_failures": workers that failed to boot since one was last
+        # ready. master: its config, tally, listeners, draining?,
+        # handing_over?, worker_processes. workers: the WorkerTable. rss:
+        # pid -> bytes or nil. paths: whether a request in flight shows its path
         # (`control_status_paths`), which may carry a secret (a reset token):
         # only when the operator says so.
         def initialize(master, scoreboard, workers, rss: System::ProcessMemory.method(:rss), queues: System::ListenQueue.new,
@@ -44,6 +47,8 @@ module Narwhal
           draining = @master.draining?
           serving = workers.any? { |w| self.class.serving?(w) }
           { "pid" => Process.pid, "ready" => serving && !draining, "draining" => draining,
+            "handing_over" => @master.handing_over?, "ever_ready" => @workers.ever_ready?,
+            "boot_failures" => @workers.boot_failures,
             "worker_processes" => @master.worker_processes, "threads" => @master.config[:threads],
             "uptime_seconds" => (Clock.now - @started).round(3),
             "workers" => workers, "listeners" => listeners, "events" => @master.tally.to_h.transform_keys(&:to_s),

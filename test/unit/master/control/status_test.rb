@@ -11,12 +11,16 @@ class MasterControlStatusTest < Minitest::Test
 
   # The master as Status reads it.
   class Master
-    attr_accessor :config, :tally, :listeners, :worker_processes, :draining
+    attr_accessor :config, :tally, :listeners, :worker_processes, :draining, :handing_over
 
     def draining? = draining
+    def handing_over? = handing_over
   end
 
-  Workers = Struct.new(:snapshot)
+  # The WorkerTable as Status reads it.
+  Workers = Struct.new(:snapshot, :ever_ready, :boot_failures) do
+    def ever_ready? = ever_ready
+  end
 
   def setup
     @board = Narwhal::Scoreboard.new(4, threads: 2)
@@ -28,6 +32,7 @@ class MasterControlStatusTest < Minitest::Test
     @master.listeners = [@listener]
     @master.worker_processes = 3
     @master.draining = false
+    @master.handing_over = false
     @workers = Array.new(4) { |nr| Narwhal::Worker.new(nr).tap { |w| w.pid = 100 + nr } }
   end
 
@@ -49,7 +54,7 @@ class MasterControlStatusTest < Minitest::Test
 
   def status(paths: false)
     rss = ->(pid) { pid == 100 ? 52_428_800 : nil }
-    Status.new(@master, @board, Workers.new(@workers.reverse), rss: rss, paths: paths).to_h
+    Status.new(@master, @board, Workers.new(@workers.reverse, true, 0), rss: rss, paths: paths).to_h
   end
 
   def test_each_worker_in_its_state_with_its_oldest_request
@@ -107,6 +112,15 @@ class MasterControlStatusTest < Minitest::Test
       found if found.first["queue"] == 2
     end
     assert_equal [{ "address" => @listener.address, "queue" => 2, "queue_max" => 16 }], listeners
+  end
+
+  # What tells a master handing over, and how its workers boot.
+  def test_the_hand_over_and_how_boots_go
+    assert_equal [false, true, 0], status.values_at("handing_over", "ever_ready", "boot_failures")
+    @master.handing_over = true
+    table = Workers.new([], false, 2)
+    s = Status.new(@master, @board, table).to_h
+    assert_equal [true, false, 2], s.values_at("handing_over", "ever_ready", "boot_failures")
   end
 
   def test_it_serialises_to_json_as_it_is
