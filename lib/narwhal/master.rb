@@ -25,12 +25,14 @@ module Narwhal
     autoload :Shutdown, "narwhal/master/shutdown"
     autoload :SystemdNotify, "narwhal/master/systemd_notify"
     autoload :Tally, "narwhal/master/tally"
+    autoload :Upgrade, "narwhal/master/upgrade"
     autoload :WorkerMonitor, "narwhal/master/worker_monitor"
     autoload :WorkerReports, "narwhal/master/worker_reports"
     autoload :WorkerTable, "narwhal/master/worker_table"
 
     include Commands # what each signal does
     include MainLoop
+    include Upgrade # USR2's two sides: the old master's, the new one's probation
 
     # Queued for the loop; CHLD only wakes it (it reaps on every pass).
     QUEUED_SIGNALS = %w[QUIT INT TERM USR1 USR2 HUP TTIN TTOU WINCH].freeze
@@ -62,6 +64,8 @@ module Narwhal
       @shutdown = Shutdown.new
       @tally = Tally.new
       @failed_passes = 0 # passes in a row that raised
+      @successor = nil # the master USR2 started (Upgrade::Successor)
+      @probation = nil # this master's, when USR2 started it
     end
 
     # While true /ready answers 503 (load balancers take the server out):
@@ -94,6 +98,7 @@ module Narwhal
     def start
       Dir.chdir(@config[:working_directory]) if @config[:working_directory]
       System::LogReopener.redirect_std(@config)
+      @probation = Upgrade::Probation.take(@logger) # before the app sees the environment
       @app = @app_builder.call if @config[:preload_app]
       reexeced = ENV.key?(Listener::Set::FD_ENV) # read before open removes it
       @listener_set.open(@config[:listeners], default: @config[:default_listen])
@@ -154,25 +159,33 @@ module Narwhal
       @workers.forget_in_child
       @daemon&.close_in_child
       @notify.forget_in_child
+      @probation&.forget_in_child
+      @successor&.close
       srand # workers must not share a random sequence
     end
 
     # `-D` returns to the shell once the first worker serves; an inherited
-    # control socket is answered on from now.
+    # control socket is answered on from now; the old master hears of it.
     def first_worker_ready
       @control.start if @control && !@control.started?
+      @probation&.serving
       @notify.ready(@worker_processes)
       @daemon&.ready(pid_file: @pid_file&.path, stderr_path: @config[:stderr_path])
     end
 
     # A child that is not a worker: USR2's new master, dead.
     def reexec_exited(pid, status)
-      @pid_file = @reexec.failed(status, @pid_file) if pid == @reexec.pid
+      return unless pid == @reexec.pid
+
+      @pid_file = @reexec.failed(status, @pid_file)
+      successor_exited
     end
 
-    # No worker ever became ready and retrying will not help: exit non-zero.
+    # No worker ever became ready and retrying will not help: exit non-zero
+    # (after USR2, the old master hears why).
     def give_up(reason)
       @logger.error(reason)
+      @probation&.fail(reason)
       @daemon&.failed(reason)
       1
     end

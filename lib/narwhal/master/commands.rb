@@ -25,7 +25,7 @@ module Narwhal
         when "INT" then stop(:TERM, sig)
         when "TERM" then terminate
         when "USR1" then reopen_logs
-        when "USR2" then reexec
+        when "USR2" then start_upgrade
         when "HUP"
           @notify.reloading
           reload
@@ -71,14 +71,6 @@ module Narwhal
       def reopen_logs
         System::LogReopener.reopen_logs(@config, @logger, who: "master")
         @workers.signal_all(:USR1)
-      end
-
-      def reexec
-        @pid_file = @reexec.start(@pid_file, @listener_set, control: @control) do
-          @notify.before_exec
-          @config[:before_exec].call(self)
-        end
-        @notify.status("starting a new master pid=#{@reexec.pid}") if @reexec.running?
       end
 
       def change_workers(delta)

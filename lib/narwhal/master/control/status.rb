@@ -22,8 +22,11 @@ module Narwhal
 
         # "threads" is the running configuration's; each worker's own count
         # (a HUP may have changed it since the worker was forked) is in its
-        # entry. master: its config, tally, listeners, draining?,
-        # worker_processes. workers: the WorkerTable. rss: pid -> bytes or
+        # entry. "ready" holds with no worker of its own while the master
+        # USR2 started serves ("successor_serving"): the two answer on one
+        # control socket, and the service is ready whichever answers.
+        # master: its config, tally, listeners, draining?,
+        # successor_serving?, worker_processes. workers: the WorkerTable. rss: pid -> bytes or
         # nil. paths: whether a request in flight shows its path
         # (`control_status_paths`), which may carry a secret (a reset token):
         # only when the operator says so.
@@ -41,8 +44,10 @@ module Narwhal
         def to_h
           workers = @workers.snapshot.sort_by(&:nr).map { |worker| worker_status(worker) }
           draining = @master.draining?
-          serving = workers.any? { |w| self.class.serving?(w) }
+          successor = @master.successor_serving?
+          serving = successor || workers.any? { |w| self.class.serving?(w) }
           { "pid" => Process.pid, "ready" => serving && !draining, "draining" => draining,
+            "successor_serving" => successor,
             "worker_processes" => @master.worker_processes, "threads" => @master.config[:threads],
             "uptime_seconds" => (Clock.now - @started).round(3),
             "workers" => workers, "listeners" => listeners, "events" => @master.tally.to_h.transform_keys(&:to_s),
