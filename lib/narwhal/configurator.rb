@@ -19,6 +19,7 @@ module Narwhal
     autoload :Rackup, "narwhal/configurator/rackup"
     autoload :Recycling, "narwhal/configurator/recycling"
     autoload :UnknownDirective, "narwhal/configurator/unknown_directive"
+    autoload :Upgrades, "narwhal/configurator/upgrades"
     autoload :WebConcurrency, "narwhal/configurator/web_concurrency"
 
     KIB = 1024
@@ -92,7 +93,10 @@ module Narwhal
       response_spool_disk_reserve: 1 * GIB, # left free on the file system
       default_listen: "127.0.0.1:8080",
       control_listen: nil,
-      control_status_paths: false # paths may carry secrets (reset tokens)
+      control_status_paths: false, # paths may carry secrets (reset tokens)
+      upgrade_timeout: nil, # seconds; nil: a USR2 successor may take as long as it takes
+      upgrade_health_path: nil,
+      upgrade_health_headers: {}.freeze
     }.freeze
     CLIENT_TIMEOUT_PARTS = %i[client_header_timeout client_body_timeout].freeze
 

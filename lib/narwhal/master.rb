@@ -144,7 +144,7 @@ module Narwhal
       WorkerProcess.new(worker, config: @config, hook_server: self, listeners: @listener_set,
                                 scoreboard: @scoreboard, app: @app, app_builder: @app_builder,
                                 master_pipe: @master_r, let_go_pipe: @let_go_r, reports: reports,
-                                forget_master: method(:forget_in_worker))
+                                forget_master: method(:forget_in_worker), health_check: @probation&.health_check)
     end
 
     # In a freshly forked worker: what belongs to the master goes. QUIT and
@@ -169,7 +169,7 @@ module Narwhal
     def first_worker_ready
       @control.start if @control && !@control.started?
       @probation&.serving
-      @notify.ready(@worker_processes)
+      @notify.ready(@worker_processes) unless @probation&.withholds_ready?
       @daemon&.ready(pid_file: @pid_file&.path, stderr_path: @config[:stderr_path])
     end
 
@@ -178,7 +178,7 @@ module Narwhal
       return unless pid == @reexec.pid
 
       @pid_file = @reexec.failed(status, @pid_file)
-      successor_exited
+      successor_exited(status)
     end
 
     # No worker ever became ready and retrying will not help: exit non-zero

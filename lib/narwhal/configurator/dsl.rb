@@ -8,8 +8,8 @@ module Narwhal
     # directives. Each validates its argument; a bad one is noted with its
     # line and the file read on: one run reports every problem of the file.
     class DSL
-      include Paths
-      include Recycling
+      DIRECTIVE_MODULES = [Paths, Recycling, Upgrades].freeze
+      DIRECTIVE_MODULES.each { |mod| include mod }
 
       def initialize(config)
         @config = config
@@ -161,7 +161,7 @@ module Narwhal
       end
 
       def self.directives
-        (public_instance_methods(false) + Paths.public_instance_methods + Recycling.public_instance_methods) -
+        (public_instance_methods(false) + DIRECTIVE_MODULES.flat_map(&:public_instance_methods)) -
           %i[method_missing respond_to_missing? problems]
       end
 

@@ -23,8 +23,10 @@ module Narwhal
         MAX_LINE = 2048 # bytes; under PIPE_BUF, so a line arrives whole
         READ_SIZE = 4096
 
-        # The upgrade's terms: "started" (Clock seconds, the machine's
-        # monotonic clock), "old_pid".
+        # The upgrade's terms: "started" and "deadline" (Clock seconds,
+        # the machine's monotonic clock; the deadline nil without
+        # upgrade_timeout), "timeout", "health_path", "health_headers",
+        # "old_pid".
         attr_reader :terms
 
         # In the old master, before USR2's fork.
