@@ -96,7 +96,8 @@ module Narwhal
       control_status_paths: false, # paths may carry secrets (reset tokens)
       upgrade_timeout: nil, # seconds; nil: a USR2 successor may take as long as it takes
       upgrade_health_path: nil,
-      upgrade_health_headers: {}.freeze
+      upgrade_health_headers: {}.freeze,
+      upgrade_retire_old: false
     }.freeze
     CLIENT_TIMEOUT_PARTS = %i[client_header_timeout client_body_timeout].freeze
 

@@ -65,6 +65,7 @@ module Narwhal
       @tally = Tally.new
       @failed_passes = 0 # passes in a row that raised
       @successor = nil # the master USR2 started (Upgrade::Successor)
+      @handoff = nil # upgrade_retire_old's steps, once it is ready
       @probation = nil # this master's, when USR2 started it
     end
 

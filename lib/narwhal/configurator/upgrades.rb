@@ -3,8 +3,8 @@
 module Narwhal
   class Configurator
     # The directives that make a USR2 upgrade safe to start without a
-    # human watching it (Master::Upgrade does it): upgrade_timeout and
-    # upgrade_health_path. They are read by the
+    # human watching it (Master::Upgrade does it): upgrade_timeout,
+    # upgrade_health_path and upgrade_retire_old. They are read by the
     # master that gets USR2, so the running configuration governs the
     # upgrade it starts and a broken new release cannot loosen them. Part
     # of the DSL; its checks raise with the config file's line like every
@@ -34,6 +34,13 @@ module Narwhal
               "upgrade_health_path headers: expects { \"Name\" => \"value\" } Strings without line breaks, " \
               "got #{headers.inspect}")
         @config.settings.update(upgrade_health_path: path, upgrade_health_headers: headers.to_h { |k, v| [k.to_s, v] })
+      end
+
+      # upgrade_retire_old BOOL: once the new master serves with all its
+      # workers, the old master retires its own, one at a time, and exits.
+      def upgrade_retire_old(value)
+        check([true, false].include?(value), "upgrade_retire_old expects true or false, got #{value.inspect}")
+        @config.settings[:upgrade_retire_old] = value
       end
 
       private

@@ -7,11 +7,12 @@ module Narwhal
     # forks and execs; this decides.
     #
     # The old master runs the upgrade by its own configuration: it sets the
-    # deadline (upgrade_timeout) and the health path, follows what the new
-    # master says (Successor; while the new master serves, the old one is
-    # ready whether or not it still has workers of its own), holds back
-    # what would take its workers away until the verdict, and takes back
-    # what it gave when the new master fails or dies.
+    # deadline (upgrade_timeout), the health path and the retirement
+    # (upgrade_retire_old), follows what the new master says (Successor),
+    # holds back what would take its workers away until the verdict, takes
+    # back what it gave when the new master fails or dies, and with
+    # upgrade_retire_old hands over by itself once the new master is ready
+    # (Handoff).
     #
     # The new master serves on probation (Probation): it tells the old one
     # when its first worker serves and when all do, or gives up at the
@@ -19,6 +20,7 @@ module Narwhal
     # (HealthCheck, in each worker).
     module Upgrade
       autoload :Channel, "narwhal/master/upgrade/channel"
+      autoload :Handoff, "narwhal/master/upgrade/handoff"
       autoload :HealthCheck, "narwhal/master/upgrade/health_check"
       autoload :Probation, "narwhal/master/upgrade/probation"
       autoload :Successor, "narwhal/master/upgrade/successor"
@@ -58,8 +60,13 @@ module Narwhal
           "health_path" => @config[:upgrade_health_path], "health_headers" => @config[:upgrade_health_headers] }
       end
 
-      # On each pass: what the new master said.
+      # On each pass: what the new master said, and the hand-over's next step.
       def follow_successor
+        hear_successor
+        step_handoff
+      end
+
+      def hear_successor
         @successor&.events(Clock.now)&.each do |event, reason|
           case event
           when :serving then @logger.info("upgrade: the new master pid=#{@successor.pid} serves (a first worker)")
@@ -71,7 +78,10 @@ module Narwhal
       end
 
       def successor_ready
-        @logger.info("upgrade succeeded: the new master pid=#{@successor.pid} serves with all its workers")
+        retire = @config[:upgrade_retire_old]
+        @logger.info("upgrade succeeded: the new master pid=#{@successor.pid} serves with all its workers" \
+                     "#{retire ? '; retiring the old workers one at a time (upgrade_retire_old)' : ''}")
+        @handoff = Handoff.new(@successor.pid, @logger) if retire
         held = @successor.held_back.dup
         @successor.held_back.clear
         held.each { |sig| handle_signal(sig) } # as they came, now that nothing holds them
@@ -91,6 +101,7 @@ module Narwhal
       def successor_gone(reason)
         return unless @successor.lose
 
+        @handoff = nil
         @logger.error("upgrade failed: #{reason}; the old master pid=#{Process.pid} serves on#{dropped_note}")
         @successor.held_back.clear
         if !@shutdown.stopping? && @worker_processes < @successor.worker_processes
@@ -109,10 +120,19 @@ module Narwhal
       def successor_exited(status)
         return unless @successor
 
-        follow_successor # its last word (why it gave up) comes before its exit
+        hear_successor # its last word (why it gave up) comes before its exit
         successor_gone("the new master pid=#{@successor.pid} exited (#{ErrorMessage.exit_status(status)})")
         @successor.close
         @successor = nil
+      end
+
+      def step_handoff
+        return unless @handoff && !@shutdown.stopping?
+
+        @worker_processes = @handoff.step(@workers, @worker_processes)
+        return unless @handoff.done?(@workers, @worker_processes)
+
+        stop(:QUIT, "upgrade: every old worker retired")
       end
 
       # --- the new master ---

@@ -8,7 +8,7 @@ require "support/notify_socket"
 # Both sides of a USR2 upgrade as the master runs them, on a master past
 # its start with a worker table that notes the signals it is asked to send:
 # the old master following its successor (what it held back, what it gives
-# back), and the new master's verdict.
+# back, the hand-over), and the new master's verdict.
 class MasterUpgradeTest < Minitest::Test
   Upgrade = Narwhal::Master::Upgrade
 
@@ -32,6 +32,7 @@ class MasterUpgradeTest < Minitest::Test
       @signals << [worker.nr, sig]
     end
 
+    def reap(worker) = @list.delete(worker)
     def read_reports = nil
 
     # TTOU's way, as the master's loop does it on each pass.
@@ -65,7 +66,7 @@ class MasterUpgradeTest < Minitest::Test
       { config: config, logger: @logger, worker_processes: 2, listener_set: listeners, let_go_w: IO.pipe.last,
         shutdown: Narwhal::Master::Shutdown.new, reexec: Narwhal::Master::Reexec.new(@logger),
         notify: Narwhal::Master::SystemdNotify.new(@logger, { "NOTIFY_SOCKET" => @notify.path }),
-        workers: @workers, control: nil, daemon: nil, successor: nil, probation: nil }
+        workers: @workers, control: nil, daemon: nil, successor: nil, handoff: nil, probation: nil }
         .each { |name, value| m.instance_variable_set(:"@#{name}", value) }
     end
   end
@@ -166,6 +167,24 @@ class MasterUpgradeTest < Minitest::Test
       Process.kill(:KILL, stuck)
       Process.wait(stuck)
     end
+  end
+
+  # upgrade_retire_old: one old worker at a time, then the old master stops.
+  def test_retire_old_hands_over_one_worker_at_a_time
+    @master.config.settings[:upgrade_retire_old] = true
+    upgrading
+    @new_master.tell(:ready)
+    pass
+    assert_equal [[1, :QUIT]], @workers.signals
+    pass
+    assert_equal 1, @master.worker_processes, "worker 1 still finishing"
+    @workers.reap(@list.last)
+    pass
+    assert_equal 0, @master.worker_processes
+    @workers.reap(@list.first)
+    pass
+    assert @master.draining?
+    assert_includes @log.string, "upgrade: every old worker retired: stopping workers gracefully"
   end
 
   # The new master's side: past the deadline, workers not ready are
