@@ -21,6 +21,7 @@ module Narwhal
     autoload :Rackup, "narwhal/configurator/rackup"
     autoload :Recycling, "narwhal/configurator/recycling"
     autoload :UnknownDirective, "narwhal/configurator/unknown_directive"
+    autoload :Upgrades, "narwhal/configurator/upgrades"
     autoload :WebConcurrency, "narwhal/configurator/web_concurrency"
 
     KIB = 1024
@@ -98,7 +99,11 @@ module Narwhal
       default_listen: "127.0.0.1:8080",
       control_listen: nil,
       agent_listen: nil,
-      control_status_paths: false # paths may carry secrets (reset tokens)
+      control_status_paths: false, # paths may carry secrets (reset tokens)
+      upgrade_timeout: nil, # seconds; nil: a USR2 successor may take as long as it takes
+      upgrade_health_path: nil,
+      upgrade_health_headers: {}.freeze,
+      upgrade_retire_old: false
     }.freeze
     CLIENT_TIMEOUT_PARTS = %i[client_header_timeout client_body_timeout].freeze
 

@@ -25,12 +25,14 @@ module Narwhal
     autoload :Shutdown, "narwhal/master/shutdown"
     autoload :SystemdNotify, "narwhal/master/systemd_notify"
     autoload :Tally, "narwhal/master/tally"
+    autoload :Upgrade, "narwhal/master/upgrade"
     autoload :WorkerMonitor, "narwhal/master/worker_monitor"
     autoload :WorkerReports, "narwhal/master/worker_reports"
     autoload :WorkerTable, "narwhal/master/worker_table"
 
     include Commands # what each signal does
     include MainLoop
+    include Upgrade # USR2's two sides: the old master's, the new one's probation
 
     # Queued for the loop; CHLD only wakes it (it reaps on every pass).
     QUEUED_SIGNALS = %w[QUIT INT TERM USR1 USR2 HUP TTIN TTOU WINCH].freeze
@@ -62,6 +64,9 @@ module Narwhal
       @shutdown = Shutdown.new
       @tally = Tally.new
       @failed_passes = 0 # passes in a row that raised
+      @successor = nil # the master USR2 started (Upgrade::Successor)
+      @handoff = nil # upgrade_retire_old's steps, once it is ready
+      @probation = nil # this master's, when USR2 started it
     end
 
     # While true /ready answers 503 (load balancers take the server out):
@@ -100,6 +105,7 @@ module Narwhal
     def start
       Dir.chdir(@config[:working_directory]) if @config[:working_directory]
       System::LogReopener.redirect_std(@config)
+      @probation = Upgrade::Probation.take(@logger) # before the app sees the environment
       @app = @app_builder.call if @config[:preload_app]
       reexeced = ENV.key?(Listener::Set::FD_ENV) # read before open removes it
       @listener_set.open(@config[:listeners], default: @config[:default_listen])
@@ -145,7 +151,7 @@ module Narwhal
       WorkerProcess.new(worker, config: @config, hook_server: self, listeners: @listener_set,
                                 scoreboard: @scoreboard, app: @app, app_builder: @app_builder,
                                 master_pipe: @master_r, let_go_pipe: @let_go_r, reports: reports,
-                                forget_master: method(:forget_in_worker))
+                                forget_master: method(:forget_in_worker), health_check: @probation&.health_check)
     end
 
     # In a freshly forked worker: what belongs to the master goes. QUIT and
@@ -160,14 +166,18 @@ module Narwhal
       @workers.forget_in_child
       @daemon&.close_in_child
       @notify.forget_in_child
+      @probation&.forget_in_child
+      @successor&.close
       srand # workers must not share a random sequence
     end
 
     # `-D` returns to the shell once the first worker serves; inherited
-    # control and agent sockets are answered on from now.
+    # control and agent sockets are answered on from now; the old master
+    # hears of it.
     def first_worker_ready
       @control.start(wait_if_busy: true) if @control && !@control.started?
-      @notify.ready(@worker_processes)
+      @probation&.serving
+      @notify.ready(@worker_processes) unless @probation&.withholds_ready?
       @daemon&.ready(pid_file: @pid_file&.path, stderr_path: @config[:stderr_path])
     end
 
@@ -178,11 +188,14 @@ module Narwhal
 
       @pid_file = @reexec.failed(status, @pid_file)
       @control&.take_back
+      successor_exited(status)
     end
 
-    # No worker ever became ready and retrying will not help: exit non-zero.
+    # No worker ever became ready and retrying will not help: exit non-zero
+    # (after USR2, the old master hears why).
     def give_up(reason)
       @logger.error(reason)
+      @probation&.fail(reason)
       @daemon&.failed(reason)
       1
     end

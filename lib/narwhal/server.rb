@@ -37,9 +37,10 @@ module Narwhal
     # timeout; master_pipe: readable at EOF when the master is gone;
     # let_go_pipe: at EOF once the master let go of the listeners for good
     # (its workers then serve the listen queue first). retire: asks the
-    # master for a replacement (true when it was told).
+    # master for a replacement (true when it was told). health_check: the
+    # app must pass it (#verify raises) before the first connection is taken.
     def initialize(app, config, listeners:, scoreboard: nil, slot: 0, master_pipe: nil, let_go_pipe: nil,
-                   ready: nil, retire: nil, standalone: false)
+                   ready: nil, retire: nil, standalone: false, health_check: nil)
       @app = app
       @config = config
       @logger = config.logger
@@ -63,6 +64,7 @@ module Narwhal
       @master_pipe = master_pipe
       @let_go_pipe = let_go_pipe
       @ready = ready
+      @health_check = health_check
       @retire = retire
       @retire_asked = false
       @stopping = false
@@ -80,6 +82,7 @@ module Narwhal
 
     def run
       bind if @standalone && @listeners.empty?
+      @health_check&.verify(@app, base_env.merge(@listeners.first.env_defaults))
       gate = threaded? ? Dispatcher::AcceptGate.new(@threads, @scoreboard, @slot, @listeners.map(&:io)) : nil
       cap = Configurator::ConnectionCap.new(@config[:worker_connections]).limit
       @reactor = Reactor.new(@logger, max_handlers: cap, gate: gate, poller: @poller)

@@ -18,9 +18,11 @@ module Narwhal
     # master_pipe: reads EOF once the master is gone; let_go_pipe: once it
     # let go of the listeners (Server). reports: Master::WorkerReports.
     # forget_master: drops what the fork copied but the worker does not own
-    # (the master's signal handlers, pipes and worker table).
+    # (the master's signal handlers, pipes and worker table). health_check:
+    # what the app must pass before the worker serves (after USR2 with
+    # upgrade_health_path: Master::Upgrade::HealthCheck), or nil.
     def initialize(worker, config:, hook_server:, listeners:, scoreboard:, app:, app_builder:, master_pipe:,
-                   reports:, forget_master:, let_go_pipe: nil)
+                   reports:, forget_master:, let_go_pipe: nil, health_check: nil)
       @worker = worker
       @config = config
       @logger = config.logger
@@ -33,6 +35,7 @@ module Narwhal
       @let_go_pipe = let_go_pipe
       @reports = reports
       @forget_master = forget_master
+      @health_check = health_check
       @ready = false
     end
 
@@ -49,7 +52,7 @@ module Narwhal
       app = @app || @app_builder.call
       server = Server.new(app, @config, listeners: @listeners.to_a, scoreboard: @scoreboard, slot: @worker.nr,
                                         master_pipe: @master_pipe, let_go_pipe: @let_go_pipe, ready: method(:ready),
-                                        retire: @reports.method(:retire))
+                                        retire: @reports.method(:retire), health_check: @health_check)
       server.run
       @logger.info("worker=#{@worker.nr} pid=#{Process.pid} exiting")
       exit(0) # at_exit hooks of the app run, as in Unicorn

@@ -28,12 +28,13 @@ class WorkerProcessTest < Minitest::Test
     FileUtils.rm_rf(@dir)
   end
 
-  def start(app: nil, app_builder: nil)
+  def start(app: nil, app_builder: nil, health_check: nil)
     @pid = fork do
       Narwhal::WorkerProcess.new(
         Narwhal::Worker.new(2), config: @config, hook_server: "the-master", listeners: @listeners,
                                 scoreboard: @board, app: app, app_builder: app_builder, master_pipe: nil,
-                                reports: @reports, forget_master: -> { File.write(File.join(@dir, "forgot"), "") }
+                                reports: @reports, forget_master: -> { File.write(File.join(@dir, "forgot"), "") },
+                                health_check: health_check
       ).run
     end
     wait_until(timeout: 15, message: "the ready report") { @reports.drain.find { |_, kind, _| kind == "ready" } }
@@ -84,5 +85,28 @@ class WorkerProcessTest < Minitest::Test
     report = @reports.drain.first
     assert_equal [@pid, "failed"], report.first(2)
     assert_match(/no database/, report.last)
+  end
+
+  # After USR2 with upgrade_health_path: a worker whose app does not answer
+  # the path with 200 fails to boot before it takes any connection.
+  def test_a_health_check_the_app_fails_is_a_boot_failure
+    check = Narwhal::Master::Upgrade::HealthCheck.new("/up")
+    @pid = fork do
+      Narwhal::WorkerProcess.new(
+        Narwhal::Worker.new(0), config: @config, hook_server: nil, listeners: @listeners, scoreboard: @board,
+                                app: ->(env) { [env["PATH_INFO"] == "/up" ? 500 : 200, {}, []] }, app_builder: nil,
+                                master_pipe: nil, reports: @reports, forget_master: -> {}, health_check: check
+      ).run
+    end
+    _, @status = Process.wait2(@pid)
+    assert_equal Narwhal::WorkerProcess::BOOT_FAILED, @status.exitstatus
+    assert_equal [@pid, "failed", "upgrade_health_path: GET /up answered 500, not 200"], @reports.drain.first
+    assert_equal 0, @board.snapshot(0).counters[:connections_accepted]
+  end
+
+  def test_a_health_check_the_app_passes_serves
+    start(app: ->(env) { [200, {}, [env["PATH_INFO"]]] }, health_check: Narwhal::Master::Upgrade::HealthCheck.new("/up"))
+    assert_equal "/", get
+    stop
   end
 end

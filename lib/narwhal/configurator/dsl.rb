@@ -9,7 +9,7 @@ module Narwhal
     # line and the file read on: one run reports every problem of the file.
     class DSL
       # Directives kept in files of their own.
-      MIXINS = [Paths, Recycling, MasterListeners, Queueing].freeze
+      MIXINS = [Paths, Recycling, MasterListeners, Queueing, Upgrades].freeze
       MIXINS.each { |mixin| include mixin }
 
       def initialize(config)

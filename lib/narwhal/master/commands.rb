@@ -20,12 +20,14 @@ module Narwhal
       end
 
       def dispatch_signal(sig)
+        return if @successor&.hold_back(sig) # until the new master proved itself
+
         case sig
         when "QUIT" then stop(:QUIT, "QUIT received")
         when "INT" then stop(:TERM, sig)
         when "TERM" then terminate
         when "USR1" then reopen_logs
-        when "USR2" then reexec
+        when "USR2" then start_upgrade
         when "HUP"
           @notify.reloading
           reload
@@ -39,13 +41,17 @@ module Narwhal
       # term_graceful: drain first (the unit is stopping from now on); else
       # Unicorn's quick stop.
       def terminate
-        return stop(:TERM, "TERM") unless @shutdown.drain(@config, @logger, Clock.now)
+        return stop(:TERM, "TERM") if @probation&.stop_gives_up? || !@shutdown.drain(@config, @logger, Clock.now)
 
         @notify.stopping("TERM: draining", successor: @reexec.pid)
       end
 
-      # why: "QUIT received", "drain_delay over"; or the signal's name.
+      # why: "QUIT received", "drain_delay over"; or the signal's name. A
+      # master on probation after USR2 (upgrade_timeout) gives the upgrade
+      # up instead: the old master serves on, and the unit is not stopping.
       def stop(sig, why)
+        return abandon_upgrade(why, sig) if @probation&.stop_gives_up?
+
         @logger.info(sig == :QUIT ? "#{why}: stopping workers gracefully" : "#{why} received: stopping now")
         # before the stop shows: probes taken on a control socket handed to
         # a USR2 successor are answered as they came, before it (not 503)
@@ -71,14 +77,6 @@ module Narwhal
       def reopen_logs
         System::LogReopener.reopen_logs(@config, @logger, who: "master")
         @workers.signal_all(:USR1)
-      end
-
-      def reexec
-        @pid_file = @reexec.start(@pid_file, @listener_set, control: @control) do
-          @notify.before_exec
-          @config[:before_exec].call(self)
-        end
-        @notify.status("starting a new master pid=#{@reexec.pid}") if @reexec.running?
       end
 
       def change_workers(delta)

@@ -23,10 +23,11 @@ module Narwhal
       def pass
         @notify.watchdog # here, so that a master stuck anywhere in its loop stops pinging
         @workers.reap(stopping: @shutdown.stopping?) { |pid, status| reexec_exited(pid, status) }
+        follow_successor # before the signals: a QUIT held back for it may be let go
         while (sig = @signals.pop)
           handle_signal(sig)
         end
-        return 0 if @shutdown.stopping? && @workers.empty?
+        return @shutdown.exit_status if @shutdown.stopping? && @workers.empty?
 
         stop(:QUIT, "drain_delay over") if @shutdown.drain_over?(Clock.now)
         if @shutdown.stopping?
@@ -42,6 +43,7 @@ module Narwhal
           @recycler.step(@worker_processes)
           @workers.retire_beyond(@worker_processes)
           @workers.spawn_missing(@worker_processes)
+          judge_probation
         end
         nil
       end
@@ -65,11 +67,13 @@ module Narwhal
         nil
       end
 
-      # Also wakes for a worker's report, and when a held-back fork is due.
+      # Also wakes for a worker's report, when a held-back fork is due, and
+      # for the USR2 successor's word and deadlines.
       def sleep_on_pipe
+        now = Clock.now
         timeout = [@monitor.interval, MAX_SLEEP, @workers.respawn_wait, @notify.watchdog_wait,
-                   @shutdown.wait(Clock.now)].compact.min
-        @workers.read_reports if @signals.wait(timeout, [@workers.reports_reader])
+                   @shutdown.wait(now), @successor&.wait(now), @probation&.wait(now)].compact.min
+        @workers.read_reports if @signals.wait(timeout, [@workers.reports_reader, @successor&.reader].compact)
       end
     end
   end

@@ -33,10 +33,11 @@ module Narwhal
       end
 
       # listeners: the Listener::Set the new master inherits, with control's
-      # socket (Control, or nil); before_exec runs in the child just before
-      # exec. Returns the pid file the old master keeps (renamed
-      # PATH.oldbin), or the one given when the re-exec is refused.
-      def start(pid_file, listeners, control: nil, &before_exec)
+      # socket (Control, or nil) and the upgrade's channel (Upgrade::Channel,
+      # or nil); before_exec runs in the child just before exec. Returns
+      # the pid file the old master keeps (renamed PATH.oldbin), or the one
+      # given when the re-exec is refused.
+      def start(pid_file, listeners, control: nil, channel: nil, &before_exec)
         unless @available
           @logger.error(REFUSED)
           return pid_file
@@ -53,7 +54,8 @@ module Narwhal
           pid_file = pid_file.rename_to_oldbin
         end
         begin
-          @pid = @forker.fork { exec_new_master(listeners, control, before_exec) }
+          @pid = @forker.fork { exec_new_master([listeners, control, channel].compact, before_exec) }
+          channel&.forked
         rescue ForkRefused, SystemCallError => e
           @logger.error("USR2: fork failed: #{ErrorMessage.for(e)}; old master carries on")
           return pid_file && original_name(pid_file)
@@ -80,9 +82,9 @@ module Narwhal
         PidFile.new(path)
       end
 
-      def exec_new_master(listeners, control, before_exec)
-        inherited = listeners.pass_on_exec
-        inherited.merge!(control.pass_on_exec) if control
+      # passed_on: what the new master inherits (each #pass_on_exec).
+      def exec_new_master(passed_on, before_exec)
+        inherited = passed_on.map(&:pass_on_exec).reduce({}, :merge)
         before_exec.call
         Dir.chdir(START_CTX[:cwd])
         # the new master's START_CTX keeps a symlinked path (/app/current)

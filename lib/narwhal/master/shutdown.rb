@@ -17,6 +17,7 @@ module Narwhal
       attr_reader :signal
 
       def initialize
+        @exit_status = nil
         @signal = nil
         @drain_ends = nil
         @kill_at = nil
@@ -61,9 +62,16 @@ module Narwhal
         [@drain_ends - now, 0].max if @drain_ends && !stopping?
       end
 
+      # The master's exit status once its workers are gone: the first
+      # stop's (1 for a USR2 successor that gave up), else 0.
+      def exit_status
+        @exit_status || 0
+      end
+
       # sig: what the workers get. After QUIT they have graceful_timeout
       # (by default timeout + KILL_AFTER) to finish, after TERM KILL_AFTER.
-      def stop(sig, config, now)
+      def stop(sig, config, now, exit_status: 0)
+        @exit_status ||= exit_status
         @signal = sig
         @kill_at = now + (sig == :QUIT ? self.class.graceful_timeout(config) : KILL_AFTER)
       end

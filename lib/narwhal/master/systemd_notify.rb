@@ -12,10 +12,12 @@ module Narwhal
     # that a stuck master stops pinging and systemd restarts it.
     #
     # USR2: the new master sends MAINPID= with its own pid once its first
-    # worker serves (systemd takes it with NotifyAccess=all); when the old
-    # master is then told to leave, it sends MAINPID= of the new one itself
-    # (accepted from the main process under NotifyAccess=main too) and says
-    # nothing more, STOPPING=1 least of all: the service goes on.
+    # worker serves, or with upgrade_timeout once all of them do
+    # (systemd takes it with NotifyAccess=all); when the old master is then
+    # told to leave, it sends MAINPID= of the new one itself (accepted from
+    # the main process under NotifyAccess=main too) and says nothing more,
+    # STOPPING=1 least of all: the service goes on. A new master that gives
+    # up says nothing; the old one says it serves on, with MAINPID= its own.
     #
     # Without NOTIFY_SOCKET every method does nothing. Workers forget it
     # (forget_in_child), so neither narwhal nor the app notifies from them.
@@ -40,10 +42,19 @@ module Narwhal
         !@address.nil?
       end
 
-      # Workers serve (at boot, after HUP); MAINPID= makes a new master (USR2)
-      # or a daemonized one (-D) the unit's main process.
-      def ready(workers)
-        notify("READY=1", "MAINPID=#{Process.pid}", "STATUS=serving, worker_processes #{workers}")
+      # Workers serve (at boot, after HUP, once a USR2 upgrade succeeded:
+      # note says so); MAINPID= makes a new master (USR2) or a daemonized
+      # one (-D) the unit's main process.
+      def ready(workers, note = nil)
+        notify("READY=1", "MAINPID=#{Process.pid}", "STATUS=serving, worker_processes #{workers}#{note && "; #{note}"}")
+      end
+
+      # In the old master: the new master USR2 started gave up or died, and
+      # this one is the service again (MAINPID= back, should the new one
+      # have claimed it).
+      def upgrade_failed(reason, workers)
+        notify("READY=1", "MAINPID=#{Process.pid}",
+               "STATUS=serving, worker_processes #{workers}; upgrade failed: #{reason}")
       end
 
       def status(text)

@@ -168,6 +168,12 @@ module Narwhal
         @respawn.ever_ready?
       end
 
+      # Why the last worker that failed to boot did, since one was last
+      # ready; nil when none failed.
+      def last_boot_error
+        @respawn.last_error
+      end
+
       # HUP: the app may have been fixed, its workers start at once.
       def reset_respawn
         @respawn.reset

@@ -3,6 +3,7 @@
 require "test_helper"
 require "logger"
 require "stringio"
+require "rbconfig"
 
 # USR2's fork and exec, with START_CTX pointed at a shell that reports
 # what the new master would have inherited and then dies.
@@ -46,6 +47,24 @@ class ReexecTest < Minitest::Test
     refute File.exist?(kept.path)
     refute reexec.running?
     assert_includes @log.string, "re-exec pid=#{child} died (exit 5); old master carries on"
+  end
+
+  # The upgrade's channel goes through the exec with its terms; the old
+  # master keeps only the read end.
+  def test_the_child_gets_the_upgrade_channel
+    script = 'require "json"; t = JSON.parse(ENV["NARWHAL_UPGRADE"]); File.write("terms", t["timeout"].to_s); ' \
+             'IO.for_fd(t["fd"]).write("serving\n")'
+    Narwhal::START_CTX.merge!(0 => RbConfig.ruby, :cwd => @dir, argv: ["-e", script])
+    channel = Narwhal::Master::Upgrade::Channel.open({ "timeout" => 30 })
+    reexec = Narwhal::Master::Reexec.new(@logger)
+    reexec.start(@pid_file, @listeners, channel: channel) {}
+    _, status = Process.wait2(reexec.pid)
+    assert status.success?
+    assert_equal "30", File.read(File.join(@dir, "terms"))
+    assert_equal [["serving", ""]], channel.messages
+    assert_nil channel.reader, "EOF: the child's end was the only write end left"
+  ensure
+    channel&.close
   end
 
   def test_a_second_usr2_while_an_upgrade_is_in_progress_is_ignored

@@ -20,6 +20,14 @@ class ShutdownTest < Minitest::Test
     @shutdown.stop(:TERM, @config, 0.0)
     assert @shutdown.draining?, "stopping is draining too: /ready says 503"
     assert_equal :TERM, @shutdown.signal
+    assert_equal 0, @shutdown.exit_status
+  end
+
+  # A USR2 successor that gives up exits 1; a quicker stop after it keeps that.
+  def test_the_first_stop_says_the_exit_status
+    @shutdown.stop(:QUIT, @config, 0.0, exit_status: 1)
+    @shutdown.stop(:TERM, @config, 1.0)
+    assert_equal [:TERM, 1], [@shutdown.signal, @shutdown.exit_status]
   end
 
   def test_a_graceful_term_drains_for_the_delay_then_the_graceful_stop_is_due

@@ -36,6 +36,18 @@ class SystemdNotifyTest < Minitest::Test
     assert_equal "STOPPING=1\nSTATUS=stopping (TERM)", texts[3]
   end
 
+  # After USR2: the new master claims the unit once its upgrade succeeded;
+  # the old one takes it back when the new one fails.
+  def test_an_upgrade_that_succeeds_or_fails_says_so
+    notify = notifier("NOTIFY_SOCKET" => @socket.path)
+    notify.ready(2, "upgrade from pid=77 succeeded")
+    assert_equal "READY=1\nMAINPID=#{Process.pid}\nSTATUS=serving, worker_processes 2; upgrade from pid=77 succeeded",
+                 @socket.next_message.text
+    notify.upgrade_failed("the new master pid=88 gave up: no worker could boot", 2)
+    assert_equal "READY=1\nMAINPID=#{Process.pid}\nSTATUS=serving, worker_processes 2; upgrade failed: the new " \
+                 "master pid=88 gave up: no worker could boot", @socket.next_message.text
+  end
+
   def test_an_abstract_socket_is_named_with_an_at_sign
     name = "narwhal-test-#{Process.pid}-#{rand(1 << 30)}"
     abstract = Socket.new(:UNIX, :DGRAM)

@@ -168,10 +168,12 @@ class WorkerTableTest < Minitest::Test
         exit!(Narwhal::WorkerProcess::BOOT_FAILED)
       end
       @table.spawn_missing(1)
+      assert_nil @table.last_boot_error
       first = @table.first.pid
       reap_until("the failed worker reaped") { @table.empty? }
       assert_includes @log.string, "worker=0 pid=#{first} failed to boot: config.ru:1: uninitialized constant Foo " \
                                    "(NameError); 1 failure(s) in a row, next attempt in 0.5s (attempt 2 of 3)"
+      assert_equal "config.ru:1: uninitialized constant Foo (NameError)", @table.last_boot_error, "for USR2's verdict"
       @table.spawn_missing(1)
       assert @table.empty?, "no fork before the delay is over"
       assert_operator @table.respawn_wait, :>, 0

@@ -26,9 +26,12 @@ module Narwhal
         # entry. "handing_over": this is the old master of a USR2 hand-over
         # (its successor runs); "ever_ready": a worker of this master served;
         # "boot_failures": workers that failed to boot since one was last
-        # ready. master: its config, tally, listeners, draining?,
-        # handing_over?, worker_processes. workers: the WorkerTable. rss:
-        # pid -> bytes or nil. paths: whether a request in flight shows its path
+        # ready. "ready" holds with no worker of its own while the master
+        # USR2 started serves ("successor_serving"): the two answer on one
+        # control socket, and the service is ready whichever answers.
+        # master: its config, tally, listeners, draining?, handing_over?,
+        # successor_serving?, worker_processes. workers: the WorkerTable.
+        # rss: pid -> bytes or nil. paths: whether a request in flight shows its path
         # (`control_status_paths`), which may carry a secret (a reset token):
         # only when the operator says so.
         def initialize(master, scoreboard, workers, rss: System::ProcessMemory.method(:rss), queues: System::ListenQueue.new,
@@ -45,10 +48,11 @@ module Narwhal
         def to_h
           workers = @workers.snapshot.sort_by(&:nr).map { |worker| worker_status(worker) }
           draining = @master.draining?
-          serving = workers.any? { |w| self.class.serving?(w) }
+          successor = @master.successor_serving?
+          serving = successor || workers.any? { |w| self.class.serving?(w) }
           { "pid" => Process.pid, "ready" => serving && !draining, "draining" => draining,
             "handing_over" => @master.handing_over?, "ever_ready" => @workers.ever_ready?,
-            "boot_failures" => @workers.boot_failures,
+            "boot_failures" => @workers.boot_failures, "successor_serving" => successor,
             "worker_processes" => @master.worker_processes, "threads" => @master.config[:threads],
             "uptime_seconds" => (Clock.now - @started).round(3),
             "workers" => workers, "listeners" => listeners, "events" => @master.tally.to_h.transform_keys(&:to_s),

@@ -11,10 +11,11 @@ class MasterControlStatusTest < Minitest::Test
 
   # The master as Status reads it.
   class Master
-    attr_accessor :config, :tally, :listeners, :worker_processes, :draining, :handing_over
+    attr_accessor :config, :tally, :listeners, :worker_processes, :draining, :handing_over, :successor_serving
 
     def draining? = draining
     def handing_over? = handing_over
+    def successor_serving? = successor_serving
   end
 
   # The WorkerTable as Status reads it.
@@ -33,6 +34,7 @@ class MasterControlStatusTest < Minitest::Test
     @master.worker_processes = 3
     @master.draining = false
     @master.handing_over = false
+    @master.successor_serving = false
     @workers = Array.new(4) { |nr| Narwhal::Worker.new(nr).tap { |w| w.pid = 100 + nr } }
   end
 
@@ -101,6 +103,18 @@ class MasterControlStatusTest < Minitest::Test
     s = status
     assert_equal [false, true], s.values_at("ready", "draining")
     assert_equal "draining", Status.not_ready_reason(s)
+  end
+
+  # After USR2 both masters answer on one control socket: an old master
+  # whose workers are gone is ready while its successor serves (its
+  # workers hand over one by one, or TTOU took them), not while it drains.
+  def test_ready_while_the_usr2_successor_serves_with_no_worker_of_its_own
+    @master.successor_serving = true
+    s = status
+    assert_equal [true, true], s.values_at("ready", "successor_serving")
+    assert_nil Status.not_ready_reason(s)
+    @master.draining = true
+    assert_equal "draining", Status.not_ready_reason(status)
   end
 
   # Connections nobody accepted yet, as the kernel counts them.
