@@ -317,11 +317,11 @@ static VALUE serve_fd(request_loop *l, int fd, VALUE request, VALUE context, lon
     }
     off = next;
     l->requests++; /* kept if the app unwinds the loop */
-    /* the parser's verdict; Request decides the server's side */
-    rb_funcall(request, id_complete, 6, Qnil, nw_http_parser_http11(parser) ? Qtrue : Qfalse,
-               nw_http_parser_keepalive(parser) ? Qtrue : Qfalse, Qfalse, nw_http_parser_method(parser),
-               LONG2FIX(l->requests));
     waited = note_queue_time(l, env);
+    /* the parser's verdict and the wait; Request decides the server's side */
+    rb_funcall(request, id_complete, 7, Qnil, nw_http_parser_http11(parser) ? Qtrue : Qfalse,
+               nw_http_parser_keepalive(parser) ? Qtrue : Qfalse, Qfalse, nw_http_parser_method(parser),
+               LONG2FIX(l->requests), waited < 0 ? Qnil : DBL2NUM(waited));
     if (l->queue_deadline > 0 && waited > l->queue_deadline)
       result = rb_funcall(l->responder, id_shed, 2, request, DBL2NUM(waited)); /* 503, without the app */
     else

@@ -138,12 +138,18 @@ static VALUE thread_slot_started(int argc, VALUE *argv, VALUE self)
 /* ThreadSlot#bind_thread!: the calling thread is the one that serves
  * through this slot; its kernel id goes in it, for the master's signal
  * asking for its backtrace near timeout (BacktraceSignal) */
-static __thread struct nw_sb_thread *bound_slot; /* the calling thread's, once bound */
+/* The calling thread's sub-slot, once bound. Its ThreadSlot is also kept
+ * in a thread variable of the thread: the scoreboard stays mapped (the
+ * slot marks it) for as long as this pointer may be read. */
+static __thread struct nw_sb_thread *bound_slot;
+static VALUE key_bound_slot;
+static ID id_thread_variable_set;
 
 struct nw_sb_thread *nw_bound_thread_slot(void) { return bound_slot; }
 
 static VALUE thread_slot_bind_thread(VALUE self)
 {
+  rb_funcall(rb_thread_current(), id_thread_variable_set, 2, key_bound_slot, self);
   bound_slot = thread_slot(self);
   __atomic_store_n(&bound_slot->tid, (int32_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
   return Qnil;
@@ -366,6 +372,8 @@ void nw_init_scoreboard_slots(VALUE cScoreboard)
   rb_define_method(cThreadSlot, "responding!", thread_slot_responding, 0);
   rb_define_method(cThreadSlot, "bind_thread!", thread_slot_bind_thread, 0);
   rb_define_singleton_method(cThreadSlot, "responding!", thread_slot_s_responding, 0);
+  key_bound_slot = ID2SYM(rb_intern("narwhal_thread_slot"));
+  id_thread_variable_set = rb_intern("thread_variable_set");
   rb_define_method(cThreadSlot, "queue_time", thread_slot_queue_time, 2);
   rb_define_method(cThreadSlot, "busy_for", thread_slot_busy_for, 0);
   rb_define_method(cThreadSlot, "requests", thread_slot_requests, 0);

@@ -232,10 +232,20 @@ module Narwhal
     def serve
       @requests += 1
       @request.complete(@input, @parser.http11?, @parser.keepalive?, @parser.queue_stamp?, @env[REQUEST_METHOD],
-                        @requests, @arrived)
+                        @requests, waited)
       @state = SERVING
       @deadline = NO_DEADLINE
       after_response(@dispatcher.dispatch(@request))
+    end
+
+    # The kernel's queue time of the request about to be served: since its
+    # first bytes arrived (nil for a socket that keeps no stamp). The wall
+    # clock may have stepped back meanwhile: never below 0.
+    def waited
+      return if @arrived <= 0
+
+      waited = Process.clock_gettime(Process::CLOCK_REALTIME) - @arrived
+      waited.negative? ? 0.0 : waited
     end
 
     def finish_request

@@ -50,6 +50,7 @@ module Narwhal
       @context = context
       limits = context.limits
       @max_requests = limits ? limits.keepalive_requests : Float::INFINITY
+      @rebalance = limits&.keepalive_rebalance
       @finished_callbacks = []
       @after_reply = []
       @template = env = template.dup
@@ -63,7 +64,7 @@ module Narwhal
       @hijacked = false
       @request_method = nil
       @queue_stamp = false
-      @arrived = 0.0
+      @waited = nil
     end
 
     # The client's address, for a Request that serves one connection after
@@ -83,21 +84,27 @@ module Narwhal
     # X-Request-Start (or X-Queue-Start), which only then is looked for
     # (Responder::QueueTime); method: its REQUEST_METHOD, when the caller
     # has it at hand; requests: how many the connection has had, this one
-    # counted; arrived: when its first bytes arrived (Arrival; 0.0 unknown).
+    # counted; waited: how long it waited for the server since its bytes
+    # arrived (the kernel's queue time, seconds; nil unknown).
     #
     # Keep-alive is decided here and in #flags, for the server's side: the
-    # parser's verdict and keepalive_requests now, the server's state
-    # (a graceful stop, shedding) when the head is written. The app's side
+    # parser's verdict, keepalive_requests and keepalive_rebalance now, the
+    # server's state (a graceful stop, shedding) when the head is written.
+    # keepalive_rebalance: a request that waited longer than it on a kept-
+    # alive connection was held there by a busy worker; the connection is
+    # let go after its response, so that the client (a proxy's pooled
+    # connection) reconnects and the kernel gives the new one to a free
+    # worker, of this server or, behind a balancer, of another. The app's side
     # (its Connection header, a body whose length cannot be told) is the
     # response head's (ResponseHead, response.c), which writes the answer.
     def complete(input, http11, keepalive, queue_stamp = false, method = @env[REQUEST_METHOD], requests = 1,
-                 arrived = 0.0)
+                 waited = nil)
       @env[RACK_INPUT] = input.to_io if input
       @request_method = method
       @queue_stamp = queue_stamp
-      @arrived = arrived
+      @waited = waited
       flags = http11 ? HTTP11 : 0
-      flags |= KEEPALIVE if keepalive && requests < @max_requests
+      flags |= KEEPALIVE if keepalive && requests < @max_requests && !pinned?(requests, waited)
       flags |= HEAD if method == HEAD_METHOD
       @flags = flags
     end
@@ -115,8 +122,16 @@ module Narwhal
     # Whether the head had X-Request-Start or X-Queue-Start (#complete).
     attr_reader :queue_stamp
     alias queue_stamp? queue_stamp
-    # When its first bytes arrived, seconds since the epoch (0.0: unknown).
-    attr_reader :arrived
+    # How long it waited for the server since its bytes arrived (the
+    # kernel's queue time, seconds; nil: unknown, a Unix socket's).
+    attr_reader :waited
+
+    # A request on a kept-alive connection (not its first) that waited
+    # past keepalive_rebalance for this worker.
+    def pinned?(requests, waited)
+      !@rebalance.nil? && requests > 1 && !waited.nil? && waited > @rebalance
+    end
+    private :pinned?
 
     # The response will say Connection: close (the worker sheds the client).
     def close_connection

@@ -133,6 +133,19 @@ class ScoreboardTest < Minitest::Test
     assert_equal 0, board.backtraces(0, 1)
   end
 
+  # The thread's bound slot outlives every other reference to its
+  # scoreboard: a hijack's responding! never writes into an unmapped one.
+  def test_a_bound_slot_keeps_its_scoreboard_mapped
+    seen = Thread.new do
+      Scoreboard.new(1).thread_slot(0).tap(&:bind_thread!).request_started("GET", "/ws")
+      3.times { GC.start(full_mark: true, immediate_sweep: true) }
+      Array.new(4) { Scoreboard.new(1) } # the old mapping's pages taken again if it was let go
+      Scoreboard::ThreadSlot.responding!
+      Thread.current.thread_variable_get(:narwhal_thread_slot)
+    end.value
+    assert_kind_of Scoreboard::ThreadSlot, seen
+  end
+
   def test_queue_time_allocates_nothing
     slot = Scoreboard.new(1).thread_slot(0)
     seconds = 0.012

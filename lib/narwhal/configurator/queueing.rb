@@ -2,10 +2,11 @@
 
 module Narwhal
   class Configurator
-    # The directive that sheds requests which waited too long before the
-    # server got to them (Responder::Shedder answers them). Part of the
-    # DSL; its checks raise with the config file's line like every other
-    # directive's.
+    # The directives about requests that waited before the server got to
+    # them: queue_deadline sheds them (Responder::Shedder answers them),
+    # keepalive_rebalance lets go of the kept-alive connection they waited
+    # on (Request#complete). Part of the DSL; their checks raise with the
+    # config file's line like every other directive's.
     module Queueing
       # queue_deadline SECONDS, retry_after: 1. A request whose queue time
       # (Responder::QueueTime) is past SECONDS when the server starts on it
@@ -20,6 +21,17 @@ module Narwhal
         check(retry_after.is_a?(Integer) && retry_after >= 0,
               "queue_deadline retry_after: expects whole seconds >= 0, got #{retry_after.inspect}")
         @config.settings.update(queue_deadline: seconds&.to_f, queue_deadline_retry_after: retry_after)
+      end
+
+      # keepalive_rebalance SECONDS: a request on a kept-alive connection
+      # that waited longer for its worker gets Connection: close; nil or
+      # false turns it off.
+      def keepalive_rebalance(seconds)
+        seconds = nil if seconds == false
+        seconds = Numbers.seconds(seconds)
+        check(seconds.nil? || (seconds.is_a?(Numeric) && seconds >= 0),
+              "keepalive_rebalance expects a number of seconds >= 0 (or nil: off), got #{seconds.inspect}")
+        @config.settings[:keepalive_rebalance] = seconds&.to_f
       end
     end
   end

@@ -56,11 +56,8 @@ module Narwhal
         if seconds
           @slot.queue_time(seconds, HEADER)
         else
-          arrived = request.arrived
-          return unless arrived.positive?
+          seconds = request.waited or return # taken as the request was complete
 
-          # the wall clock may have stepped back since
-          seconds = [Process.clock_gettime(Process::CLOCK_REALTIME) - arrived, 0.0].max
           @slot.queue_time(seconds, KERNEL)
         end
         env[ENV_KEY] = seconds

@@ -18,6 +18,10 @@ class ConfiguratorQueueingTest < Minitest::Test
     c = config("queue_deadline \"0.25\", retry_after: 5\n")
     assert_equal [0.25, 5], c.settings.values_at(:queue_deadline, :queue_deadline_retry_after)
     assert_nil config("queue_deadline 2\nqueue_deadline nil\n")[:queue_deadline]
+    assert_equal 0.01, Narwhal::Configurator.new[:keepalive_rebalance]
+    assert_equal 0.25, config("keepalive_rebalance 0.25\n")[:keepalive_rebalance]
+    assert_nil config("keepalive_rebalance false\n")[:keepalive_rebalance]
+    assert_nil config("keepalive_rebalance nil\n")[:keepalive_rebalance]
   end
 
   def test_refuses_what_it_cannot_mean
@@ -27,7 +31,8 @@ class ConfiguratorQueueingTest < Minitest::Test
       "queue_deadline 1, retry: 2" => "queue_deadline's one option is retry_after:, got {:retry=>2}",
       "queue_deadline 1, retry_after: -1" => "queue_deadline retry_after: expects whole seconds >= 0, got -1",
       "queue_deadline 1, retry_after: 1.5" => "queue_deadline retry_after: expects whole seconds >= 0, got 1.5",
-      "trust_x_request_start 1" => "trust_x_request_start expects true or false, got 1"
+      "trust_x_request_start 1" => "trust_x_request_start expects true or false, got 1",
+      "keepalive_rebalance -1" => "keepalive_rebalance expects a number of seconds >= 0 (or nil: off), got -1"
     }.each do |line, message|
       assert_equal "2: #{message}", config_error("listen ':0'\n#{line}\n"), line
     end

@@ -9,7 +9,7 @@ class ServerLimitsTest < Minitest::Test
                  max_header_fields: :max_header_fields, keepalive_timeout: :keepalive_timeout,
                  keepalive_requests: :keepalive_requests, client_header_timeout: :client_header_timeout,
                  client_body_timeout: :client_body_timeout, write_timeout: :write_timeout,
-                 queue_deadline: :queue_deadline }.freeze
+                 queue_deadline: :queue_deadline, keepalive_rebalance: :keepalive_rebalance }.freeze
 
   def test_each_limit_comes_from_its_directive
     config = Narwhal::Configurator.new
