@@ -91,10 +91,10 @@ module Narwhal
     # parser's verdict, keepalive_requests and keepalive_rebalance now, the
     # server's state (a graceful stop, shedding) when the head is written.
     # keepalive_rebalance: a request that waited longer than it on a kept-
-    # alive connection was held there by a busy worker; the connection is
-    # let go after its response, so that the client (a proxy's pooled
-    # connection) reconnects and the kernel gives the new one to a free
-    # worker, of this server or, behind a balancer, of another. The app's side
+    # alive connection was held there by a busy worker; while a sibling has
+    # an idle thread, the connection is let go after its response, so that
+    # the client (a proxy's pooled connection) reconnects and the kernel
+    # gives the new one to the free worker. The app's side
     # (its Connection header, a body whose length cannot be told) is the
     # response head's (ResponseHead, response.c), which writes the answer.
     def complete(input, http11, keepalive, queue_stamp = false, method = @env[REQUEST_METHOD], requests = 1,
@@ -127,9 +127,12 @@ module Narwhal
     attr_reader :waited
 
     # A request on a kept-alive connection (not its first) that waited
-    # past keepalive_rebalance for this worker.
+    # past keepalive_rebalance for this worker while a sibling has an idle
+    # thread. With every worker busy a reconnect would only move the wait
+    # to the listen queue.
     def pinned?(requests, waited)
-      !@rebalance.nil? && requests > 1 && !waited.nil? && waited > @rebalance
+      !@rebalance.nil? && requests > 1 && !waited.nil? && waited > @rebalance &&
+        @context.shedding&.sibling_idle? == true
     end
     private :pinned?
 

@@ -93,7 +93,7 @@ module Narwhal
       Dispatcher::ForkGuard.arm(@threads) if threaded?
       @soft_timeout&.start
       @counters.accepting = @threads # siblings count this many sub-slots as threads
-      @reactor.publish_waiting(@counters) if threaded? # siblings see its idle threads
+      @reactor.publish_waiting(@counters) # siblings see its idle threads
       @ready ? @ready.call : @logger.info("narwhal #{VERSION} serving pid=#{Process.pid}")
       threaded? ? @reactor.run(threads: @threads) { |i| start_thread(i) } : @reactor.run
     ensure
@@ -111,9 +111,10 @@ module Narwhal
       @threads > 1
     end
 
-    # Request threads with siblings: responses may be shed (Dispatcher::Shedding).
+    # With siblings: responses may be shed (Dispatcher::Shedding), and a
+    # kept-alive connection let go while one has an idle thread.
     def shedding
-      Dispatcher::Shedding.new(@poller, @scoreboard, @slot) if threaded? && @scoreboard.size > 1
+      Dispatcher::Shedding.new(@poller, @scoreboard, @slot) if @scoreboard.size > 1
     end
 
     # In loop thread i (also one started again after the app ended the

@@ -126,18 +126,26 @@ class RequestTest < Minitest::Test
     assert_equal [true, true, false, false], keeps
   end
 
+  Siblings = Struct.new(:sibling_idle?)
+
   # keepalive_rebalance: a request that waited past it on a kept-alive
-  # connection (not its first) lets the connection go; a first request, one
-  # that did not wait that long or whose wait is unknown keeps it.
+  # connection (not its first) while a sibling has an idle thread lets the
+  # connection go; a first request, one that did not wait that long or
+  # whose wait is unknown keeps it, and all of them do with no sibling idle.
   def test_a_request_that_waited_on_a_kept_alive_connection_lets_it_go
     limits = Narwhal::ConnectionHarness::LIMITS.dup.tap { |l| l.keepalive_rebalance = 0.01 }
-    @request = Narwhal::Request.new(TEMPLATE, @out, "10.0.0.7", false, Context.new(false, nil, limits))
+    siblings = Siblings.new(true)
+    @request = Narwhal::Request.new(TEMPLATE, @out, "10.0.0.7", false, Context.new(false, siblings, limits))
     keeps = [[1, 0.5], [2, 0.5], [2, 0.009], [2, nil], [3, 0.011]].map do |requests, waited|
       @request.start["REQUEST_METHOD"] = "GET"
       @request.complete(nil, true, true, false, "GET", requests, waited)
       [@request.waited, @request.flags & Narwhal::Request::KEEPALIVE != 0]
     end
     assert_equal [[0.5, true], [0.5, false], [0.009, true], [nil, true], [0.011, false]], keeps
+    siblings[:sibling_idle?] = false
+    @request.start["REQUEST_METHOD"] = "GET"
+    @request.complete(nil, true, true, false, "GET", 2, 5.0)
+    refute_equal 0, @request.flags & Narwhal::Request::KEEPALIVE, "every worker busy: the wait would only move"
     limits.keepalive_rebalance = nil
     @request = Narwhal::Request.new(TEMPLATE, @out, "10.0.0.7", false, Context.new(false, nil, limits))
     @request.start["REQUEST_METHOD"] = "GET"

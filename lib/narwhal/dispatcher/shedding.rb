@@ -12,7 +12,8 @@ module Narwhal
     # still waiting once a request has run have waited as long as it took:
     # a burst that a free thread takes at once is no backlog worth a
     # reconnect. With one worker, or every worker full, nothing is shed:
-    # that would only cost reconnects.
+    # that would only cost reconnects. Request (keepalive_rebalance) asks
+    # #sibling_idle? with one thread per worker too.
     class Shedding
       # poller: this worker's epoll set (its threads waiting, its reports
       # pending); scoreboard/nr: where the siblings' idle threads are read.
@@ -23,7 +24,13 @@ module Narwhal
       end
 
       def shed?
-        @poller.waiting.zero? && @poller.pending? && @scoreboard.most_waiting_threads(@nr).positive?
+        @poller.waiting.zero? && @poller.pending? && sibling_idle?
+      end
+
+      # A sibling worker has a thread blocked waiting for work: a
+      # connection let go now is taken there (keepalive_rebalance).
+      def sibling_idle?
+        @scoreboard.most_waiting_threads(@nr).positive?
       end
     end
   end

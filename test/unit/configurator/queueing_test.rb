@@ -18,7 +18,7 @@ class ConfiguratorQueueingTest < Minitest::Test
     c = config("queue_deadline \"0.25\", retry_after: 5\n")
     assert_equal [0.25, 5], c.settings.values_at(:queue_deadline, :queue_deadline_retry_after)
     assert_nil config("queue_deadline 2\nqueue_deadline nil\n")[:queue_deadline]
-    assert_equal 0.01, Narwhal::Configurator.new[:keepalive_rebalance]
+    assert_equal 0.005, Narwhal::Configurator.new[:keepalive_rebalance]
     assert_equal 0.25, config("keepalive_rebalance 0.25\n")[:keepalive_rebalance]
     assert_nil config("keepalive_rebalance false\n")[:keepalive_rebalance]
     assert_nil config("keepalive_rebalance nil\n")[:keepalive_rebalance]
