@@ -30,6 +30,14 @@ double nw_realtime(void)
   return (double)now.tv_sec + (double)now.tv_nsec / 1e9;
 }
 
+double nw_arrival_since(double arrived)
+{
+  double waited;
+  if (arrived <= 0) return -1;
+  waited = nw_realtime() - arrived;
+  return waited < 0 ? 0 : waited; /* the wall clock stepped back */
+}
+
 int nw_arrival_enable(int fd)
 {
   int on = 1;
@@ -104,10 +112,20 @@ static VALUE arrival_recv(VALUE self, VALUE fd, VALUE buf, VALUE vsize)
   return DBL2NUM(arrived);
 }
 
+/* Arrival.since(stamp) -> Float or nil: seconds from stamp (a #recv's
+ * answer) to now, never below 0 (the wall clock may step back); nil for
+ * 0.0, no stamp. The kernel's queue time of a request about to start. */
+static VALUE arrival_since(VALUE self, VALUE stamp)
+{
+  double waited = nw_arrival_since(NUM2DBL(stamp));
+  return waited < 0 ? Qnil : DBL2NUM(waited);
+}
+
 void nw_init_arrival(void)
 {
   VALUE m = rb_define_module_under(nw_mNarwhal, "Arrival");
   rb_define_module_function(m, "enable", arrival_enable, 1);
   rb_define_module_function(m, "recv", arrival_recv, 3);
+  rb_define_module_function(m, "since", arrival_since, 1);
   sym_wait_readable = ID2SYM(rb_intern("wait_readable"));
 }

@@ -69,6 +69,7 @@ void nw_init_request_loop(void);
 void nw_init_arrival(void);
 double nw_realtime(void);
 int nw_arrival_enable(int fd);
+double nw_arrival_since(double arrived);
 ssize_t nw_recv_stamped(int fd, char *buf, size_t len, double *arrived);
 int nw_thread_slot_queue_time(VALUE slot, int kind, double seconds);
 

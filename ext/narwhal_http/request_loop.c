@@ -133,11 +133,9 @@ static long read_into(request_loop *l, int fd)
  * Returns the wait in seconds, or -1 when unknown. */
 static double note_queue_time(request_loop *l, VALUE env)
 {
-  double waited;
+  double waited = nw_arrival_since(l->arrived);
   VALUE seconds;
-  if (l->arrived <= 0) return -1;
-  waited = nw_realtime() - l->arrived;
-  if (waited < 0) waited = 0; /* the wall clock stepped back */
+  if (waited < 0) return -1;
   seconds = DBL2NUM(waited);
   rb_hash_aset(env, key_queue_time, seconds);
   if (!nw_thread_slot_queue_time(l->slot, NW_SB_QUEUE_TIME_KERNEL, waited))

@@ -41,11 +41,10 @@ module Narwhal
     BODY = 2 # reading the request body
     LINGER = 3 # error sent, draining before close
     SERVING = 4 # the request is with the dispatcher
+    SEND = 5 # the response is complete; the reactor sends what is spooled
 
     # While the app has the request `timeout` and soft_timeout watch it, not the reactor.
     NO_DEADLINE = Float::INFINITY
-    SEND = 5 # the response is complete; the reactor sends what is spooled
-
     EMPTY_ENV = {}.freeze
     REQUEST_METHOD = Request::REQUEST_METHOD
     PATH_INFO = Request::PATH_INFO
@@ -103,19 +102,13 @@ module Narwhal
         return KEEP if arrived == :wait_readable
         return CLOSE if arrived.nil?
 
-        # a request's queue time runs from when its first bytes arrived
-        @arrived = arrived if @state == IDLE
         n = into.bytesize
         if @state == LINGER
           return CLOSE if (@lingered += n) > LINGER_MAX_BYTES
 
           next
         end
-        if into.equal?(@buf)
-          @off = 0
-        else
-          @buf << @rbuf
-        end
+        buffered(into, arrived)
         action = process
         return action unless action == KEEP
         return KEEP if n < READ_SIZE
@@ -232,20 +225,17 @@ module Narwhal
     def serve
       @requests += 1
       @request.complete(@input, @parser.http11?, @parser.keepalive?, @parser.queue_stamp?, @env[REQUEST_METHOD],
-                        @requests, waited)
+                        @requests, Arrival.since(@arrived))
       @state = SERVING
       @deadline = NO_DEADLINE
       after_response(@dispatcher.dispatch(@request))
     end
 
-    # The kernel's queue time of the request about to be served: since its
-    # first bytes arrived (nil for a socket that keeps no stamp). The wall
-    # clock may have stepped back meanwhile: never below 0.
-    def waited
-      return if @arrived <= 0
-
-      waited = Process.clock_gettime(Process::CLOCK_REALTIME) - @arrived
-      waited.negative? ? 0.0 : waited
+    # Bytes just read into `into` join what is buffered; the first of a
+    # request set when it arrived (its queue time runs from then).
+    def buffered(into, arrived)
+      @arrived = arrived if @state == IDLE
+      into.equal?(@buf) ? @off = 0 : @buf << @rbuf
     end
 
     def finish_request
@@ -256,6 +246,5 @@ module Narwhal
       @env = nil
       @state = IDLE
     end
-
   end
 end

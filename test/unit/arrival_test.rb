@@ -99,4 +99,11 @@ class ArrivalTest < Minitest::Test
   ensure
     [r, w, server, client, listener].each { |io| io&.close }
   end
+
+  def test_since_is_the_wait_from_a_stamp_never_below_zero_and_nil_without_one
+    now = realtime
+    assert_in_delta 0.25, Narwhal::Arrival.since(now - 0.25), 0.05
+    assert_equal 0.0, Narwhal::Arrival.since(now + 60), "the wall clock stepped back"
+    assert_nil Narwhal::Arrival.since(0.0), "no stamp: a Unix socket's read"
+  end
 end
