@@ -120,7 +120,7 @@ class QueueDeadlineIntegrationTest < Minitest::Test
 
   def assert_shed_counted_and_logged(access_log)
     text = wait_until(message: "the shed request counted") do
-      t = control_get("/metrics")
+      t = @server.control_get("/metrics")
       t if t.include?(%(narwhal_requests_shed_total{worker="0",reason="queue_deadline"} 1\n))
     end
     assert_includes text, "# TYPE narwhal_requests_shed_total counter\n"
@@ -132,12 +132,4 @@ class QueueDeadlineIntegrationTest < Minitest::Test
     assert_match(%r{"GET /late HTTP/1.1" 503 }, File.read(log))
   end
 
-  def control_get(path)
-    address = @server.log[/control listener on (\S+)/, 1] || flunk("no control listener:\n#{@server.log}")
-    host, port = address.split(/:(?=\d+\z)/)
-    TCPSocket.open(host, Integer(port)) do |s|
-      s.write("GET #{path} HTTP/1.1\r\nHost: c\r\nConnection: close\r\n\r\n")
-      s.read.split("\r\n\r\n", 2).last
-    end
-  end
 end

@@ -98,7 +98,7 @@ class QueueTimeIntegrationTest < Minitest::Test
     kernel, header = File.readlines(log).map { |l| JSON.parse(l)["queue_time"] }
     assert_operator kernel, :<, 0.1
     assert_in_delta 2.0, header, 0.5
-    text = control_get("/metrics")
+    text = @server.control_get("/metrics")
     assert_equal 1, sample(text, %(narwhal_queue_time_seconds_count{worker="0",source="kernel"}))
     assert_equal 1, sample(text, %(narwhal_queue_time_seconds_count{worker="0",source="header"}))
     assert_equal 1, sample(text, %(narwhal_queue_time_seconds_bucket{worker="0",source="header",le="2.5"}))
@@ -130,14 +130,6 @@ class QueueTimeIntegrationTest < Minitest::Test
     assert_operator seen, :>=, waited - TOLERANCE
   end
 
-  def control_get(path)
-    address = @server.log[/control listener on (\S+)/, 1] || flunk("no control listener:\n#{@server.log}")
-    host, port = address.split(/:(?=\d+\z)/)
-    TCPSocket.open(host, Integer(port)) do |s|
-      s.write("GET #{path} HTTP/1.1\r\nHost: c\r\nConnection: close\r\n\r\n")
-      s.read.split("\r\n\r\n", 2).last
-    end
-  end
 
   def sample(text, series)
     line = text.lines.find { |l| l.start_with?("#{series} ") } or flunk("no #{series} in:\n#{text}")

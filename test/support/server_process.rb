@@ -165,6 +165,17 @@ module Narwhal
       client&.close
     end
 
+    # The body of GET path from the control listener (control_listen), at
+    # the address its start-up line says.
+    def control_get(path)
+      address = log[/control listener on (\S+)/, 1] or raise "no control listener:\n#{log}"
+      host, port = address.split(/:(?=\d+\z)/)
+      TCPSocket.open(host, Integer(port)) do |s|
+        s.write("GET #{path} HTTP/1.1\r\nHost: c\r\nConnection: close\r\n\r\n")
+        s.read.split("\r\n\r\n", 2).last
+      end
+    end
+
     private
 
     def now
