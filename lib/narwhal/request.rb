@@ -50,7 +50,7 @@ module Narwhal
       @context = context
       limits = context.limits
       @max_requests = limits ? limits.keepalive_requests : Float::INFINITY
-      @rebalance = limits&.keepalive_rebalance
+      @rebalance = limits&.keepalive_rebalance || Float::INFINITY # off: no wait is too long
       @finished_callbacks = []
       @after_reply = []
       @template = env = template.dup
@@ -104,7 +104,9 @@ module Narwhal
       @queue_stamp = queue_stamp
       @waited = waited
       flags = http11 ? HTTP11 : 0
-      flags |= KEEPALIVE if keepalive && requests < @max_requests && !pinned?(requests, waited)
+      # the wait is compared here, the rest only for one that was long
+      flags |= KEEPALIVE if keepalive && requests < @max_requests && (waited.nil? || waited <= @rebalance ||
+                                                                       !pinned?(requests))
       flags |= HEAD if method == HEAD_METHOD
       @flags = flags
     end
@@ -126,13 +128,12 @@ module Narwhal
     # kernel's queue time, seconds; nil: unknown, a Unix socket's).
     attr_reader :waited
 
-    # A request on a kept-alive connection (not its first) that waited
-    # past keepalive_rebalance for this worker while a sibling has an idle
-    # thread. With every worker busy a reconnect would only move the wait
-    # to the listen queue.
-    def pinned?(requests, waited)
-      !@rebalance.nil? && requests > 1 && !waited.nil? && waited > @rebalance &&
-        @context.shedding&.sibling_idle? == true
+    # A request that waited past keepalive_rebalance for this worker: on a
+    # kept-alive connection (not its first), while a sibling has an idle
+    # thread, the wait was the connection's. With every worker busy a
+    # reconnect would only move the wait to the listen queue.
+    def pinned?(requests)
+      requests > 1 && @context.shedding&.sibling_idle? == true
     end
     private :pinned?
 
