@@ -142,8 +142,13 @@ static __thread struct nw_sb_thread *bound_slot; /* the calling thread's, once b
 
 struct nw_sb_thread *nw_bound_thread_slot(void) { return bound_slot; }
 
+/* The thread keeps the slot's Scoreboard (a hidden instance variable of
+ * the Thread): its mapping must outlive bound_slot, which points into it. */
+static ID id_bound_board;
+
 static VALUE thread_slot_bind_thread(VALUE self)
 {
+  rb_ivar_set(rb_thread_current(), id_bound_board, thread_slot_of(self)->board);
   bound_slot = thread_slot(self);
   __atomic_store_n(&bound_slot->tid, (int32_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
   return Qnil;
@@ -359,6 +364,7 @@ static VALUE worker_slot_thread(VALUE self, VALUE vi)
 
 void nw_init_scoreboard_slots(VALUE cScoreboard)
 {
+  id_bound_board = rb_intern("narwhal_bound_scoreboard"); /* no @: Ruby cannot see it */
   cThreadSlot = rb_define_class_under(cScoreboard, "ThreadSlot", rb_cObject);
   rb_undef_alloc_func(cThreadSlot);
   rb_define_method(cThreadSlot, "request_started", thread_slot_started, -1);

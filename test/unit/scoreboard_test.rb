@@ -107,6 +107,20 @@ class ScoreboardTest < Minitest::Test
     assert_raises(ArgumentError) { slot.queue_time(0.1, Scoreboard::REQUEST_DURATION) }
   end
 
+  # A thread bound to a slot keeps its scoreboard: the mapping its slot
+  # points into is not unmapped under it once nothing else holds the
+  # board (a Server made and dropped on a test's thread; a hijack then
+  # marks the thread's slot).
+  def test_a_bound_thread_keeps_its_scoreboard_mapped
+    Thread.new do
+      Scoreboard.new(1, threads: 1).thread_slot(0, 0).bind_thread!
+      4.times { Scoreboard.new(1, threads: 1) } # boards nothing holds, for the GC to free
+      GC.start
+      Scoreboard::ThreadSlot.responding!
+      assert Thread.current.instance_variables.empty?, "the reference is hidden from Ruby"
+    end.join
+  end
+
   # What the master reads of a request at timeout: its connection, whether
   # its response began (the slot's own mark, or the thread's for a
   # hijack), and the thread to ask for a backtrace.
