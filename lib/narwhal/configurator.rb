@@ -78,6 +78,7 @@ module Narwhal
       trust_x_request_start: true, # the proxy's X-Request-Start over the kernel's queue time
       queue_deadline: nil, # seconds; nil: off
       queue_deadline_retry_after: 1, # seconds, the shed 503's Retry-After
+      orca_load_report: false, # the endpoint-load-metrics response header (LoadReport)
       early_hints: false,
       access_log: nil, # [path, format]
       client_body_buffer_size: 112 * KIB,
