@@ -85,7 +85,8 @@ class LoadReportHeaderTest < Minitest::Test
   end
 
   def sample(name)
-    line = control_metrics.lines.find { |l| l.start_with?("#{name} ") }
+    @metrics = control_metrics
+    line = @metrics.lines.find { |l| l.start_with?("#{name} ") }
     line && Float(line.split.last)
   end
 
@@ -149,7 +150,7 @@ class LoadReportHeaderTest < Minitest::Test
     wait_until(message: "4 threads busy") { sample(%(narwhal_threads{state="busy"})) == 4 }
     3.times { send_request }
     listener = %(narwhal_listen_queue{listener="#{@server.host}:#{@server.port}"})
-    wait_until(message: "connections in the listen queue") { sample(listener).to_i >= 2 }
+    wait_until(message: "connections in the listen queue (#{@metrics})") { sample(listener).to_i >= 2 }
     # the next response samples again: the last one must be REFRESH old
     wait_until(message: "REFRESH since the last response") do
       Process.clock_gettime(Process::CLOCK_MONOTONIC) - @last_response_at > Narwhal::LoadReport::REFRESH
