@@ -7,6 +7,7 @@
 #   ruby bench/allocations.rb --request close     # a new connection per request
 #   ruby bench/allocations.rb --ruby-opt=--yjit
 #   ruby bench/allocations.rb --access-log json    # with access_log on (combined or json)
+#   ruby bench/allocations.rb --load-report        # with orca_load_report on
 #
 # Starts the real server (`narwhal -E production`) on bench/alloc_app.ru,
 # which is hello.ru behind a counter that reads
@@ -142,9 +143,10 @@ module Bench
 
     # narwhal config directives for the run (none: narwhal's defaults).
     def config_lines(tmp)
-      return [] unless @opts[:access_log]
-
-      ["access_log #{File.join(tmp, 'access.log').inspect}, format: :#{@opts[:access_log]}"]
+      lines = []
+      lines << "access_log #{File.join(tmp, 'access.log').inspect}, format: :#{@opts[:access_log]}" if @opts[:access_log]
+      lines << "orca_load_report true" if @opts[:load_report]
+      lines
     end
 
     def free_port
@@ -192,7 +194,8 @@ module Bench
       per = r["allocated"].fdiv(r["requests"])
       n = r["sample_requests"]
       puts "narwhal, examples/hello.ru, request: #{@opts[:request]}, #{r['ruby']}" \
-           "#{' +YJIT' if r['yjit']}#{", access_log :#{@opts[:access_log]}" if @opts[:access_log]}"
+           "#{' +YJIT' if r['yjit']}#{", access_log :#{@opts[:access_log]}" if @opts[:access_log]}" \
+           "#{', orca_load_report' if @opts[:load_report]}"
       puts
       how = @opts[:request] == "close" ? "a connection per request" : "keep-alive"
       puts format("**%.2f objects/request** (GC.stat(:total_allocated_objects) over requests %d..%d, %s)",
@@ -231,6 +234,7 @@ module Bench
       o.on("--access-log FORMAT", %w[combined json], "with access_log on: combined or json") do |v|
         opts[:access_log] = v
       end
+      o.on("--load-report", "with orca_load_report on") { opts[:load_report] = true }
     end.parse!(argv)
     opts
   end

@@ -8,6 +8,7 @@
 #   MODE=keepalive bench/instructions.sh   # kept-alive connections (ab -k)
 #   THREADS=5 N=4000 bench/instructions.sh
 #   ROOT=../narwhal-before bench/instructions.sh   # another checkout, to compare
+#   CONFIG='orca_load_report true' bench/instructions.sh   # more lines for the config file
 #
 # Starts `narwhal -E production` (one worker) under callgrind, warms it up
 # with 200 requests, zeroes the worker's counts, sends N requests with
@@ -25,7 +26,7 @@ keepalive=()
 [ "${MODE:-close}" = keepalive ] && keepalive=(-k)
 out=$(mktemp -d /tmp/narwhal-instructions-XXXXXX)
 port=$(ruby -rsocket -e 's = TCPServer.new("127.0.0.1", 0); puts s.addr[1]; s.close')
-printf 'worker_processes 1\nthreads %s\n' "$threads" > "$out/config.rb"
+printf 'worker_processes 1\nthreads %s\n%s\n' "$threads" "${CONFIG:-}" > "$out/config.rb"
 
 cd "$root"
 valgrind --tool=callgrind --trace-children=yes --callgrind-out-file="$out/cg.%p" \

@@ -47,7 +47,8 @@ module NarwhalFuzz
                corpus: "corpus", log: "run.log", artifacts: ""),
     Target.new(name: "fuzz_reads", sources: PARSER_SOURCES, seeds: "corpus", plans: READ_PLANS, dict: "http.dict",
                corpus: "corpus_reads", log: "reads.log", artifacts: "fuzz_reads-"),
-    Target.new(name: "fuzz_response", sources: [File.join(EXT, "response.c"), File.join(EXT, "parser.c")],
+    Target.new(name: "fuzz_response", sources: %w[response.c parser.c load_report.c scoreboard.c scoreboard_slots.c]
+                                                 .map { |f| File.join(EXT, f) },
                cflags: RUBY_CFLAGS, libs: RUBY_LIBS,
                sanitizers: "fuzzer,address,undefined", seeds: "corpus_response", dict: "response.dict",
                corpus: "corpus_response", log: "response.log", artifacts: "fuzz_response-",
@@ -325,13 +326,13 @@ module NarwhalFuzz
 end
 
 desc "Run the unit tests of the extension's parts (parser, response head and writer, request loop and its " \
-     "accept, arrival stamps, peer address, scoreboard, poller, sendfile, free space, access log lines, the " \
-     "backtrace signal and the answers at timeout) on an AddressSanitizer build"
+     "accept, arrival stamps, peer address, scoreboard and load report, poller, sendfile, free space, access " \
+     "log lines, the backtrace signal and the answers at timeout) on an AddressSanitizer build"
 task :asan do
   NarwhalFuzz.asan_tests("asan", %w[http_parser response_head request_loop connection/factory listener listener/bind
                                     scoreboard poller sendfile socket_writer/spool_budget access_log
                                     access_log/buffer access_log/combined access_log/format access_log/json
-                                    response_writer response_writer/output_stream connection/loop_results
+                                    response_writer response_writer/output_stream connection/loop_results load_report
                                     dispatcher/shedding arrival responder/queue_time backtrace_signal stranded
                                     master/worker_monitor/stranded_requests master/worker_monitor/timeout])
 end

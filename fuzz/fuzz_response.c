@@ -10,7 +10,8 @@
  *                bits 3-4: the body hint: nil, an Integer (bytes 3-4), an
  *                Array of Strings (the body section), an Array holding a
  *                non-String; bit 5: a keep-alive line is configured;
- *                bit 6: the status is given as a String
+ *                bit 6: the status is given as a String; bit 7: the head
+ *                has a LoadReport (orca_load_report), of an idle scoreboard
  *   bytes 1-2    the status: a 16-bit number modulo 1100 (so also < 100 and
  *                > 999)
  *   bytes 3-4    the Integer hint
@@ -28,7 +29,9 @@
  * Content-Length, never beside Transfer-Encoding, none in 1xx and 204; the
  * body bytes after the head only for an Array body written whole, matching
  * Content-Length; Connection: close exactly when the connection is not kept;
- * a kept connection only with a body that carries its end. Any other outcome
+ * a kept connection only with a body that carries its end; the report's
+ * endpoint-load-metrics line exactly once in a final response with a
+ * report whose app set no load report field of its own, else never. Any other outcome
  * prints the input as Ruby values and the bytes written, and aborts.
  */
 #include <signal.h>
@@ -59,6 +62,7 @@
 #define HINT_NOT_STRINGS 3
 #define KEEP_ALIVE_LINE_BIT 0x20
 #define STATUS_STRING_BIT 0x40
+#define LOAD_REPORT_BIT 0x80
 #define STATUS_RANGE 1100
 #define PREFIX_LEN 5
 #define NAME_LEN_MASK 0x3f
@@ -72,7 +76,10 @@
 
 VALUE nw_mNarwhal;
 
-static VALUE head_class, keep_alive_line, keep; /* keep: this input's objects, safe from GC */
+static VALUE head_class, keep_alive_line, load_report, keep; /* keep: this input's objects, safe from GC */
+/* What the report of an idle scoreboard always says (no request, no queue) */
+static const char report_line[] =
+  "endpoint-load-metrics: TEXT application_utilization=0.000000, rps_fractional=0.000, named_metrics.queue=0";
 static ID id_write, id_keepalive_p, id_content_length, id_inspect;
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
@@ -90,6 +97,17 @@ static const int given_back[] = {
 };
 #define GIVEN_BACK (sizeof(given_back) / sizeof(given_back[0]))
 
+/* A LoadReport of a one-slot scoreboard nothing serves through. */
+static VALUE idle_load_report(void)
+{
+  VALUE board = rb_obj_alloc(rb_const_get(nw_mNarwhal, rb_intern("Scoreboard"))), args[3];
+  rb_funcall(board, rb_intern("map_shared"), 2, INT2FIX(1), INT2FIX(1)); /* Scoreboard.new's work */
+  args[0] = board;
+  args[1] = INT2FIX(0);
+  args[2] = INT2FIX(1);
+  return rb_class_new_instance(3, args, rb_const_get(nw_mNarwhal, rb_intern("LoadReport")));
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
   struct sigaction before[GIVEN_BACK];
@@ -102,10 +120,14 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
   for (i = 0; i < GIVEN_BACK; i++) sigaction(given_back[i], &before[i], NULL);
   nw_mNarwhal = rb_define_module("Narwhal");
   nw_init_response();
+  nw_init_scoreboard();
+  nw_init_load_report();
   head_class = rb_const_get(nw_mNarwhal, rb_intern("ResponseHead"));
   keep_alive_line = rb_str_new_cstr("keep-alive: timeout=5\r\n");
+  load_report = idle_load_report();
   keep = rb_ary_new();
   rb_gc_register_address(&keep_alive_line);
+  rb_gc_register_address(&load_report);
   rb_gc_register_address(&keep);
   id_write = rb_intern("write");
   id_keepalive_p = rb_intern("keepalive?");
@@ -159,6 +181,7 @@ typedef struct {
   VALUE head, buf, status, headers, hint;
   int flags;
   int line_given; /* the head was made with a keep-alive line */
+  int report_given; /* ... with a LoadReport */
   VALUE mode, keepalive, content_length;
 } call;
 
@@ -210,6 +233,7 @@ typedef struct {
   int connection_close, connection_keep_alive;
   int chunked;      /* the last transfer-encoding line is "chunked" */
   int ends_chunked; /* the last coding of the last one is chunked */
+  int server_reports; /* lines that are the load report's (report_line) */
   size_t body_at;
 } head_read;
 
@@ -267,6 +291,7 @@ static void read_field(const call *c, head_read *r, const char *p, size_t n)
   } else if (name_is(p, name_len, "keep-alive")) {
     r->keep_alives++;
   }
+  if (n == sizeof(report_line) - 1 && memcmp(p, report_line, n) == 0) r->server_reports++;
 }
 
 static head_read read_head(const call *c)
@@ -378,6 +403,26 @@ static void check_connection(const call *c, const head_read *r, int mode)
   if (r->keep_alives != c->line_given) fail(c, "a kept connection without the one keep-alive line");
 }
 
+static int is_report_name(VALUE key, VALUE value, VALUE arg)
+{
+  int *found = (int *)arg;
+  if (RB_TYPE_P(key, T_STRING) &&
+      (name_is(RSTRING_PTR(key), (size_t)RSTRING_LEN(key), "endpoint-load-metrics") ||
+       name_is(RSTRING_PTR(key), (size_t)RSTRING_LEN(key), "endpoint-load-metrics-bin")))
+    *found = 1;
+  return ST_CONTINUE;
+}
+
+/* The server's load report: once in a final response of a head that has
+ * one, unless the app gave a load report field (any case, even empty). */
+static void check_load_report(const call *c, const head_read *r)
+{
+  int app_report = 0;
+  rb_hash_foreach(c->headers, is_report_name, (VALUE)&app_report);
+  if (r->server_reports != (c->report_given && r->code >= 200 && !app_report))
+    fail(c, r->server_reports > 1 ? "the load report twice" : "the load report where it does not belong, or missing");
+}
+
 static VALUE body_hint(int kind, const uint8_t *data, size_t size, size_t body_at)
 {
   switch (kind) {
@@ -402,11 +447,14 @@ static VALUE build(VALUE arg)
   call *c = in->c;
   const uint8_t *data = in->data;
   size_t body_at;
+  VALUE args[2];
 
   c->flags = data[0] & FLAGS_MASK;
   c->line_given = (data[0] & KEEP_ALIVE_LINE_BIT) != 0;
-  c->head = kept(c->line_given ? rb_class_new_instance(1, &keep_alive_line, head_class)
-                               : rb_class_new_instance(0, NULL, head_class));
+  c->report_given = (data[0] & LOAD_REPORT_BIT) != 0;
+  args[0] = c->line_given ? keep_alive_line : Qnil;
+  args[1] = c->report_given ? load_report : Qnil;
+  c->head = kept(rb_class_new_instance(2, args, head_class));
   c->buf = kept(rb_str_new(NULL, 0));
   in->code = (data[1] << 8 | data[2]) % STATUS_RANGE;
   c->status = (data[0] & STATUS_STRING_BIT) ? kept(rb_sprintf("%d", in->code)) : INT2FIX(in->code);
@@ -446,5 +494,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   if (r.code != in.code) fail(&c, "wrote another status");
   check_framing(&c, &r, mode);
   check_connection(&c, &r, mode);
+  check_load_report(&c, &r);
   return 0;
 }

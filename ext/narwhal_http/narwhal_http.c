@@ -16,6 +16,7 @@ void Init_narwhal_http(void)
   nw_init_poller();
   nw_init_access_log();
   nw_init_request_loop();
+  nw_init_load_report();
   nw_init_arrival();
   nw_init_backtrace_signal();
   nw_init_stranded();

@@ -34,7 +34,9 @@ void nw_init_access_log(void);
  * the layout is in scoreboard.h. The lookups raise IndexError. */
 struct nw_sb_worker;
 struct nw_sb_thread;
+struct nw_sb_header;
 struct nw_sb_worker *nw_scoreboard_worker(VALUE board, VALUE nr);
+char *nw_scoreboard_base(VALUE board, const struct nw_sb_header **layout);
 struct nw_sb_thread *nw_scoreboard_thread(VALUE board, VALUE nr, VALUE i);
 VALUE nw_thread_slot_new(VALUE board, struct nw_sb_thread *slot, struct nw_sb_worker *worker);
 VALUE nw_worker_slot_new(VALUE board, VALUE nr);
@@ -64,6 +66,11 @@ void nw_http_parser_reset(VALUE parser);
 VALUE nw_response_head_write(VALUE head, VALUE buf, VALUE status, VALUE headers, VALUE hint, int flags);
 int nw_response_head_keepalive(VALUE head);
 void nw_init_request_loop(void);
+
+/* The endpoint-load-metrics line responses carry (load_report.c). */
+void nw_init_load_report(void);
+int nw_load_report_p(VALUE obj);
+const char *nw_load_report_line(VALUE report, long *len);
 
 /* Arrival stamps of received bytes (arrival.c). */
 void nw_init_arrival(void);

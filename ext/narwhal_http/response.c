@@ -29,6 +29,7 @@ typedef struct {
   int keepalive;
   VALUE hijack;
   VALUE keep_alive_line; /* "keep-alive: timeout=N\r\n" for kept-alive responses, or nil */
+  VALUE load_report; /* a LoadReport: its line goes into the app's final responses; or nil */
 } head_t;
 
 static void head_mark(void *ptr)
@@ -36,6 +37,7 @@ static void head_mark(void *ptr)
   head_t *h = ptr;
   rb_gc_mark(h->hijack);
   rb_gc_mark(h->keep_alive_line);
+  rb_gc_mark(h->load_report);
 }
 static size_t head_size(const void *ptr) { return sizeof(head_t); }
 
@@ -147,6 +149,7 @@ struct head_ctx {
   int code;
   int has_date, has_te, conn_close, pass_connection;
   int te_chunked; /* the app's transfer-encoding ends in chunked */
+  int app_report; /* the app sent a load report of its own (endpoint-load-metrics[-bin]) */
   long app_length; /* -1 when the app gave none */
   long cl_start, cl_end; /* where the app's content-length line is in buf */
 };
@@ -261,6 +264,13 @@ static int each_header(VALUE name, VALUE value, VALUE arg)
       if (!c->pass_connection) return ST_CONTINUE;
     }
     break;
+  case 21:
+  case 25:
+    /* looked at only when the server reports load itself: the app's own wins */
+    if (!NIL_P(c->h->load_report) &&
+        (name_is(name, "endpoint-load-metrics", 21) || name_is(name, "endpoint-load-metrics-bin", 25)))
+      c->app_report = 1;
+    break;
   case 14:
     if (name_is(name, "content-length", 14)) {
       /* 1xx and 204 have no body and must not announce one (RFC 9110 8.6) */
@@ -331,24 +341,31 @@ static VALUE head_alloc(VALUE klass)
   h->content_length = -1;
   h->hijack = Qnil;
   h->keep_alive_line = Qnil;
+  h->load_report = Qnil;
   return obj;
 }
 
 /*
- * new(keep_alive_line = nil): the line, a whole "name: value\r\n", goes
- * into every response that keeps its connection open (the idle timeout
- * clients are told). Frozen: it is copied into each head as it is.
+ * new(keep_alive_line = nil, load_report = nil): the line, a whole "name:
+ * value\r\n", goes into every response that keeps its connection open
+ * (the idle timeout clients are told). Frozen: it is copied into each head
+ * as it is. load_report: a LoadReport (orca_load_report), whose
+ * endpoint-load-metrics line goes into every final response unless the
+ * app sent a load report itself.
  */
 static VALUE head_initialize(int argc, VALUE *argv, VALUE self)
 {
   head_t *h = rb_check_typeddata(self, &head_type);
-  VALUE line = argc > 0 ? argv[0] : Qnil;
-  rb_check_arity(argc, 0, 1);
+  VALUE line = argc > 0 ? argv[0] : Qnil, report = argc > 1 ? argv[1] : Qnil;
+  rb_check_arity(argc, 0, 2);
   if (!NIL_P(line)) {
     StringValue(line);
     line = rb_str_new_frozen(line);
   }
+  if (!NIL_P(report) && !nw_load_report_p(report))
+    rb_raise(rb_eTypeError, "not a Narwhal::LoadReport: %"PRIsVALUE, rb_obj_class(report));
   h->keep_alive_line = line;
+  h->load_report = report;
   return self;
 }
 
@@ -389,6 +406,17 @@ static void write_date(struct head_ctx *c)
   rb_str_buf_cat(c->buf, "date: ", 6);
   rb_str_buf_cat(c->buf, http_date(), DATE_LEN);
   rb_str_buf_cat(c->buf, "\r\n", 2);
+}
+
+/* The server's load report (orca_load_report), in final responses only and
+ * not beside the app's own. */
+static void write_load_report(struct head_ctx *c)
+{
+  const char *line;
+  long len;
+  if (c->code < 200 || c->app_report) return;
+  line = nw_load_report_line(c->h->load_report, &len);
+  rb_str_buf_cat(c->buf, line, len);
 }
 
 /*
@@ -516,6 +544,7 @@ static VALUE head_write(VALUE self, VALUE buf, VALUE status, VALUE headers, VALU
   write_status_line(buf, c.code);
   write_app_fields(&c, headers);
   write_date(&c);
+  if (!NIL_P(h->load_report)) write_load_report(&c);
   if (c.conn_close) h->keepalive = 0;
   no_body = c.code < 200 || c.code == 204 || c.code == 304;
   mode = body_mode(&c, flags, no_body, &hint);

@@ -115,6 +115,16 @@ struct nw_sb_thread *nw_scoreboard_thread(VALUE board, VALUE nr, VALUE i)
   return thread_of(get_board(board), nr, i);
 }
 
+/* The mapping and (*layout) its layout, for readers of every slot
+ * (load_report.c); raises TypeError for another object. */
+char *nw_scoreboard_base(VALUE board, const struct nw_sb_header **layout)
+{
+  struct nw_scoreboard *b = get_board(board);
+  if (!b->base) rb_raise(rb_eRuntimeError, "scoreboard not mapped");
+  *layout = &b->layout;
+  return b->base;
+}
+
 static VALUE board_size(VALUE self)
 {
   return UINT2NUM(get_board(self)->layout.workers);

@@ -38,11 +38,13 @@ module Narwhal
 
     # slot: the calling thread's scoreboard slot; counters: the worker's.
     # access_log: this thread's AccessLog::Format, nil when the log is off.
-    # keep_alive: ResponseWriter.keep_alive_line; trust_queue_header:
+    # keep_alive: ResponseWriter.keep_alive_line; load_report: the
+    # process's LoadReport (orca_load_report), nil when off; both go into
+    # every head, the C loop's and the writer's. trust_queue_header:
     # trust_x_request_start (QueueTime); queue_deadline (seconds, nil: off)
     # and retry_after: the Shedder's.
-    def initialize(app, logger, slot, counters, access_log: nil, keep_alive: nil, trust_queue_header: true,
-                   queue_deadline: nil, retry_after: 1)
+    def initialize(app, logger, slot, counters, access_log: nil, keep_alive: nil, load_report: nil,
+                   trust_queue_header: true, queue_deadline: nil, retry_after: 1)
       @app = app
       @queue_time = QueueTime.new(slot, trust_header: trust_queue_header)
       @shedder = Shedder.new(logger, counters, deadline: queue_deadline, retry_after: retry_after) if queue_deadline
@@ -50,9 +52,9 @@ module Narwhal
       @logger = logger
       @slot = slot
       @counters = counters
-      @writer = ResponseWriter.new(logger, keep_alive)
+      @writer = ResponseWriter.new(logger, keep_alive, load_report)
       # the access log times and counts each response in Ruby
-      @request_loop = RequestLoop.new(app, self, slot, ResponseHead.new(keep_alive)) unless access_log
+      @request_loop = RequestLoop.new(app, self, slot, ResponseHead.new(keep_alive, load_report)) unless access_log
     end
 
     # The C loop (RequestLoop) that reads and serves the common requests of

@@ -29,10 +29,11 @@ module Narwhal
       "keep-alive: timeout=#{seconds}\r\n".freeze if seconds >= 1
     end
 
-    # keep_alive_line: see ::keep_alive_line.
-    def initialize(logger, keep_alive_line = nil)
+    # keep_alive_line: see ::keep_alive_line; load_report: a LoadReport
+    # whose line goes into the app's responses (orca_load_report), or nil.
+    def initialize(logger, keep_alive_line = nil, load_report = nil)
       @logger = logger
-      @head = ResponseHead.new(keep_alive_line)
+      @head = ResponseHead.new(keep_alive_line, load_report)
       @buf = String.new(capacity: 4096, encoding: Encoding::BINARY)
       @started = false
     end

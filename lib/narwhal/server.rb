@@ -47,14 +47,11 @@ module Narwhal
       @limits = Limits.from(config)
       @standalone = standalone
       @listeners = listeners
-      @threads = config[:threads]
-      scoreboard ||= Scoreboard.new(1, threads: @threads)
-      @threads = scoreboard.threads if @threads > scoreboard.threads
-      @scoreboard = scoreboard
-      @slot = slot
-      @counters = scoreboard.worker_slot(slot)
+      take_slot(scoreboard || Scoreboard.new(1, threads: config[:threads]), slot)
       # one per process: the bound on what its connections spool together
       @spool_budget = SocketWriter::SpoolBudget.from_config(config)
+      # one per process: every responder's heads copy its line (orca_load_report)
+      @load_report = LoadReport.new(scoreboard, slot, @threads) if config[:orca_load_report]
       @soft_timeout = Responder::SoftTimeout.new(config[:soft_timeout], @logger) if config[:soft_timeout]
       path, format = config[:access_log]
       @access_log = path && AccessLog.open(path, format, @logger)
@@ -83,6 +80,7 @@ module Narwhal
     def run
       bind if @standalone && @listeners.empty?
       @health_check&.verify(@app, base_env.merge(@listeners.first.env_defaults))
+      @load_report&.listeners = @listeners.map { |l| l.io.fileno } # their accept queues count
       gate = threaded? ? Dispatcher::AcceptGate.new(@threads, @scoreboard, @slot, @listeners.map(&:io)) : nil
       cap = Configurator::ConnectionCap.new(@config[:worker_connections]).limit
       @reactor = Reactor.new(@logger, max_handlers: cap, gate: gate, poller: @poller)
@@ -106,6 +104,14 @@ module Narwhal
     end
 
     private
+
+    # Worker slot `slot` of the scoreboard; no more threads than it has sub-slots.
+    def take_slot(scoreboard, slot)
+      @scoreboard = scoreboard
+      @slot = slot
+      @counters = scoreboard.worker_slot(slot)
+      @threads = [@config[:threads], scoreboard.threads].min
+    end
 
     def threaded?
       @threads > 1
@@ -133,8 +139,8 @@ module Narwhal
       thread_slot.bind_thread! # the master may ask this thread for its backtrace near timeout
       BacktraceSignal.install
       options = { access_log: @access_log&.line_writer, keep_alive: ResponseWriter.keep_alive_line(@limits.keepalive_timeout),
-                  trust_queue_header: @config[:trust_x_request_start], queue_deadline: @limits.queue_deadline,
-                  retry_after: @config[:queue_deadline_retry_after] }
+                  load_report: @load_report, trust_queue_header: @config[:trust_x_request_start],
+                  queue_deadline: @limits.queue_deadline, retry_after: @config[:queue_deadline_retry_after] }
       return Responder.new(@app, @logger, thread_slot, @counters, **options) unless @soft_timeout
 
       Responder::Watched.new(@app, @logger, thread_slot, @counters,

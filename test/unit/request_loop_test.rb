@@ -73,11 +73,12 @@ class RequestLoopTest < Minitest::Test
     FileUtils.rm_rf(@fuzz_dir) if @fuzz_dir
   end
 
-  def connection(keepalive_requests: 100, access_log: nil, budget: nil)
+  def connection(keepalive_requests: 100, access_log: nil, budget: nil, load_report: nil)
     limits = LIMITS.dup
     limits.keepalive_requests = keepalive_requests
     @responder = CountingResponder.new(->(env) { @app.call(env) }, Logger.new(@log), @slot, FakeCounters.new,
-                                       access_log: access_log, keep_alive: "keep-alive: timeout=4\r\n")
+                                       access_log: access_log, keep_alive: "keep-alive: timeout=4\r\n",
+                                       load_report: load_report)
     dispatcher = Narwhal::Dispatcher::Inline.new(@responder)
     @context = Narwhal::Connection::Context.new(limits, dispatcher, Logger.new(@log), FakeCounters.new, false)
     out = (access_log ? Narwhal::SocketWriter::Counting : Narwhal::SocketWriter).new(@server, 5, budget)
@@ -124,6 +125,19 @@ class RequestLoopTest < Minitest::Test
     assert_equal 2, got.scan("HTTP/1.1 200 OK").size
     assert_operator got.index("hi /1"), :<, got.index("hi /2")
     assert_equal %w[/1 /2], @seen
+  end
+
+  # orca_load_report: the line is in the loop's responses and in those
+  # Ruby writes (a body to read), once each.
+  def test_the_load_report_is_in_responses_served_in_c_and_in_ruby
+    report = Narwhal::LoadReport.new(Narwhal::Scoreboard.new(1, threads: 1), 0, 1)
+    conn = connection(load_report: report)
+    assert_equal :keep, send_bytes(conn, GET)
+    assert_equal :keep, send_bytes(conn, "POST /p HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\nhi")
+    assert_equal 1, @responder.in_ruby
+    heads = responses.split(/(?=HTTP\/1\.1 )/)
+    assert_equal 2, heads.size
+    heads.each { |head| assert_equal 1, head.scan(/^endpoint-load-metrics: TEXT application_utilization=/).size, head }
   end
 
   def test_a_request_with_a_body_is_left_to_ruby_whole

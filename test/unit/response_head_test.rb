@@ -9,8 +9,8 @@ class ResponseHeadTest < Minitest::Test
   HTTP11_KEEPALIVE = HEAD::REQ_HTTP11 | HEAD::REQ_KEEPALIVE
 
   # [head without its date line, mode, keepalive?]
-  def write(headers, body = nil, status: 200, flags: HTTP11_KEEPALIVE, keep_alive_line: nil)
-    head = HEAD.new(*keep_alive_line)
+  def write(headers, body = nil, status: 200, flags: HTTP11_KEEPALIVE, keep_alive_line: nil, load_report: nil)
+    head = HEAD.new(keep_alive_line, load_report)
     buf = String.new
     mode = head.write(buf, status, headers, body, flags)
     [buf.sub(/^date: [^\r]*\r\n/, ""), mode, head.keepalive?]
@@ -205,5 +205,46 @@ class ResponseHeadTest < Minitest::Test
     buf, _, keepalive = write({ "connection" => "upgrade", "upgrade" => "websocket" }, [], status: 101)
     assert_equal "HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: websocket\r\n\r\n", buf
     refute keepalive
+  end
+
+  def load_report
+    board = Narwhal::Scoreboard.new(1, threads: 2)
+    board.worker_slot(0).queued = 1
+    Narwhal::LoadReport.new(board, 0, 2)
+  end
+
+  # orca_load_report: the report's line in each of the app's final
+  # responses, the same line the report holds, after the app's fields.
+  def test_the_load_report_goes_into_final_responses
+    report = load_report
+    line = "endpoint-load-metrics: #{report.value}\r\n"
+    [200, 204, 304, 404, 503].each do |status|
+      buf, = write({ "x-app" => "1" }, [], status: status, load_report: report)
+      assert_equal 1, buf.scan(/^endpoint-load-metrics:/).size, "#{status}: #{buf.inspect}"
+      assert_match(/x-app: 1\r\n(date: [^\r]*\r\n)?#{Regexp.escape(line)}/, buf, status)
+    end
+    assert_includes line, "named_metrics.queue=1"
+    buf, = write({}, nil, status: 101, load_report: report)
+    refute_match(/endpoint-load-metrics/, buf, "not in an interim response")
+    buf, = write({}, [])
+    refute_match(/endpoint-load-metrics/, buf, "off without a report")
+  end
+
+  # An app that reports its own load (either ORCA header, any case) is
+  # left to do so: the server's report is not added beside it.
+  def test_the_apps_own_load_report_wins
+    report = load_report
+    [{ "endpoint-load-metrics" => "TEXT cpu_utilization=0.5" }, { "Endpoint-Load-Metrics" => "TEXT eps=1" },
+     { "endpoint-load-metrics-bin" => "CZqZmZmZmbk/" }].each do |headers|
+      buf, = write(headers, [], load_report: report)
+      assert_equal 1, buf.scan(/^endpoint-load-metrics/i).size, buf
+      assert_includes buf, "#{headers.keys.first}: #{headers.values.first}\r\n"
+    end
+    buf, = write({ "endpoint-load-metrics" => "TEXT eps=1" }, [])
+    assert_includes buf, "endpoint-load-metrics: TEXT eps=1\r\n", "without a report the app's passes as any field"
+  end
+
+  def test_a_load_report_must_be_one
+    assert_raises(TypeError) { HEAD.new(nil, "TEXT eps=1") }
   end
 end

@@ -52,7 +52,8 @@ module Narwhal
       # rack.url_scheme alone; Rack::Request#scheme and #ssl? read
       # X-Forwarded-Proto themselves.
       BOOLEANS = %i[preload_app early_hints rewindable_input check_client_connection default_middleware
-                    worker_exec trust_x_forwarded trust_x_request_start term_graceful control_status_paths].freeze
+                    worker_exec trust_x_forwarded trust_x_request_start term_graceful control_status_paths
+                    orca_load_report].freeze
 
       INTEGERS.each { |name, min| define_method(name) { |value| set_integer(name, value, min: min) } }
       NUMBERS.each { |name, min| define_method(name) { |value| set_number(name, value, min: min) } }

@@ -149,4 +149,13 @@ class ConfiguratorDSLTest < Minitest::Test
     c = config("term_graceful true\ndrain_delay 5\ngraceful_timeout 25\n")
     assert_equal [true, 5, 25], c.settings.values_at(:term_graceful, :drain_delay, :graceful_timeout)
   end
+
+  def test_orca_load_report_is_off_by_default_and_true_or_false
+    refute Narwhal::Configurator.new[:orca_load_report]
+    assert config("orca_load_report true\n")[:orca_load_report]
+    refute config("orca_load_report true\norca_load_report false\n")[:orca_load_report]
+    assert_equal "2: orca_load_report expects true or false, got :text",
+                 config_error("listen ':0'\norca_load_report :text\n")
+    assert_equal "1: orca_load_report expects true or false, got nil", config_error("orca_load_report nil\n")
+  end
 end
