@@ -137,13 +137,21 @@ static VALUE thread_slot_started(int argc, VALUE *argv, VALUE self)
 
 /* ThreadSlot#bind_thread!: the calling thread is the one that serves
  * through this slot; its kernel id goes in it, for the master's signal
- * asking for its backtrace near timeout (BacktraceSignal) */
+ * asking for its backtrace near timeout (BacktraceSignal). The thread
+ * holds the slot object (a thread variable) for as long as it is bound,
+ * so that the scoreboard, and the mapping bound_slot points into, stays
+ * alive: a thread that outlives the Server it was bound for (built on it,
+ * then dropped) would otherwise write to unmapped memory at its next
+ * hijack. */
 static __thread struct nw_sb_thread *bound_slot; /* the calling thread's, once bound */
+static ID id_thread_variable_set;
+static VALUE sym_bound_slot;
 
 struct nw_sb_thread *nw_bound_thread_slot(void) { return bound_slot; }
 
 static VALUE thread_slot_bind_thread(VALUE self)
 {
+  rb_funcall(rb_thread_current(), id_thread_variable_set, 2, sym_bound_slot, self);
   bound_slot = thread_slot(self);
   __atomic_store_n(&bound_slot->tid, (int32_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
   return Qnil;
@@ -366,6 +374,8 @@ void nw_init_scoreboard_slots(VALUE cScoreboard)
   rb_define_method(cThreadSlot, "responding!", thread_slot_responding, 0);
   rb_define_method(cThreadSlot, "bind_thread!", thread_slot_bind_thread, 0);
   rb_define_singleton_method(cThreadSlot, "responding!", thread_slot_s_responding, 0);
+  id_thread_variable_set = rb_intern("thread_variable_set");
+  sym_bound_slot = ID2SYM(rb_intern("narwhal_bound_thread_slot"));
   rb_define_method(cThreadSlot, "queue_time", thread_slot_queue_time, 2);
   rb_define_method(cThreadSlot, "busy_for", thread_slot_busy_for, 0);
   rb_define_method(cThreadSlot, "requests", thread_slot_requests, 0);
