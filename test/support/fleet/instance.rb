@@ -83,9 +83,11 @@ module Narwhal
 
       # INT to every master it had (a quick stop, whatever term_graceful
       # says), KILL to the process group after STOP_WAIT: the first master
-      # leads it and every later master and worker stays in it.
+      # leads it and every later master and worker stays in it. A pid is
+      # signalled only while it is in that group (a master that died long
+      # ago may have left its pid to another process).
       def stop
-        masters = [server.pid, *successors].select { |pid| Instance.alive?(pid) }
+        masters = [server.pid, *successors].select { |pid| Instance.alive?(pid) && in_group?(pid) }
         masters.each { |pid| kill(:INT, pid) }
         deadline = Fleet.now + STOP_WAIT
         sleep 0.02 while masters.any? { |pid| Instance.alive?(pid) } && Fleet.now < deadline
@@ -96,6 +98,12 @@ module Narwhal
       end
 
       private
+
+      def in_group?(pid)
+        Integer(File.read("/proc/#{pid}/stat").split(") ", 2).last.split[2]) == server.pid
+      rescue SystemCallError
+        false
+      end
 
       def kill(sig, pid)
         Process.kill(sig, pid)
