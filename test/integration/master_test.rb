@@ -72,6 +72,8 @@ class MasterTest < Minitest::Test
     c.write("GET /hang?q=1 HTTP/1.1\r\nHost: x\r\n\r\n")
     assert_equal 504, c.read_response(timeout: 10).status, "the hung request is answered before the kill"
     assert c.closed?(timeout: 10), "then its connection is closed"
+    # the answer goes out before the kill, and the kill's line after it
+    wait_until(message: "the kill's line") { server.log.include?("killing") }
     assert_match(%r{worker=0 pid=#{old} timeout \(\d+\.\d+s > 1s\) on GET /hang, killing; no other request in flight},
                  server.log)
     wait_until(message: "the hook's line") { server.log.include?("hook: ") }

@@ -153,6 +153,7 @@ class NginxTest < Minitest::Test
     assert_equal 504, get("/hang")
     assert_equal "Gateway Timeout\n", @last_body, "narwhal's answer, not nginx's error_page"
     assert_match(%r{"GET /hang HTTP/1.0" 504}, File.read(File.join(@dir, "nginx/logs/access.log")))
+    wait_until(message: "the kill's line") { @server.log.include?("killing") } # written after the answer
     assert_match(%r{timeout \(\d+\.\d+s > 2s\) on GET /hang, killing}, @server.log)
     assert_equal 200, get
   end

@@ -79,7 +79,7 @@ class RackHandlerTest < Minitest::Test
     # the file's timeout: a request stuck for longer is answered 504 and
     # loses its worker
     assert_equal "504", get(server, "/hang", read_timeout: 20).code
-    assert_match(/worker=\d pid=\d+ timeout/, server.log)
+    wait_until(message: "the kill's line") { server.log.match?(/worker=\d pid=\d+ timeout/) } # after the answer
     wait_until(timeout: 15, message: "a replacement worker") { (server.worker_pids - pids).any? }
 
     server.signal(:TERM)

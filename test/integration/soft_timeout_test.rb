@@ -194,6 +194,7 @@ class SoftTimeoutIntegrationTest < Minitest::Test
     c.write("GET /stubborn HTTP/1.1\r\nHost: x\r\n\r\n")
     assert_equal 504, c.read_response(timeout: 15).status, "answered before the kill"
     assert c.closed?(timeout: 15), "the connection of the killed worker is closed"
+    wait_until(message: "the kill's line") { server.log.include?("killing") } # written after the answer
     assert_match(%r{worker=0 pid=#{old} timeout \(\d+\.\d+s > 1\.5s\) on GET /stubborn, killing; no other request in flight; answered 504 to 1 request, 503 to 0 waiting$}, # rubocop:disable Layout/LineLength
                  server.log)
     wait_until(timeout: 15, message: "a replacement worker") { server.log.match?(/worker=0 ready pid=(?!#{old}\b)\d+/) }
