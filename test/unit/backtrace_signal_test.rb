@@ -56,7 +56,12 @@ class BacktraceSignalTest < Minitest::Test
 
   def test_a_gone_thread_is_false_and_a_process_without_the_handler_ignores_it
     refute Narwhal::BacktraceSignal.request(Process.pid, 2**22 + 12_345), "no such thread"
-    @child = fork { sleep 30 }
+    # the default action, whatever this process installed (a Server made by
+    # another test installs the handler here)
+    @child = fork do
+      Signal.trap("URG", "SYSTEM_DEFAULT")
+      sleep 30
+    end
     tid = wait_until(message: "the child's thread") { Dir.children("/proc/#{@child}/task").first }
     assert Narwhal::BacktraceSignal.request(@child, Integer(tid))
     assert_nil Process.wait(@child, Process::WNOHANG), "SIGURG's default is to ignore it"
