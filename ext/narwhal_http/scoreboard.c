@@ -27,6 +27,7 @@ static const struct {
   [NW_SB_APP_ERRORS] = { "APP_ERRORS", "app_errors" },
   [NW_SB_REQUEST_TIMEOUTS] = { "REQUEST_TIMEOUTS", "request_timeouts" },
   [NW_SB_REQUESTS_SHED_QUEUE] = { "REQUESTS_SHED_QUEUE", "requests_shed_queue" },
+  [NW_SB_CONNECTIONS_HANDED_OFF] = { "CONNECTIONS_HANDED_OFF", "connections_handed_off" },
 };
 
 static void board_free(void *ptr)

@@ -34,7 +34,7 @@
 #include <time.h>
 
 #define NW_SB_MAGIC 0x4E575342u /* "NWSB" */
-#define NW_SB_VERSION 5u
+#define NW_SB_VERSION 6u
 
 /* Upper bounds, so the mapping never has to grow after forking. */
 #define NW_SB_MAX_WORKERS 4096
@@ -73,6 +73,7 @@ enum nw_sb_counter {
   NW_SB_APP_ERRORS,               /* 500s after the app raised */
   NW_SB_REQUEST_TIMEOUTS,         /* requests whose app code soft_timeout interrupted */
   NW_SB_REQUESTS_SHED_QUEUE,      /* answered 503 unstarted: they waited past queue_deadline */
+  NW_SB_CONNECTIONS_HANDED_OFF,   /* idle kept-alive connections given to a sibling (keepalive_release) */
   NW_SB_COUNTERS                  /* how many counters there are */
 };
 

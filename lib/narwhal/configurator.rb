@@ -79,6 +79,7 @@ module Narwhal
       queue_deadline: nil, # seconds; nil: off
       queue_deadline_retry_after: 1, # seconds, the shed 503's Retry-After
       keepalive_rebalance: 0.005, # seconds a kept-alive request may wait before its connection is let go
+      keepalive_release: 0.5, # seconds idle before a saturated worker hands a connection to a sibling
       orca_load_report: false, # the endpoint-load-metrics response header (LoadReport)
       early_hints: false,
       access_log: nil, # [path, format]

@@ -23,11 +23,13 @@ module Narwhal
   #
   # Its phases besides reading are parts of their own, mixed in: Body,
   # Rejection (4xx and linger), WriteBehind (the spool's end), LoopResults
-  # (what the C loop left it to do), Idleness (may it be closed for room).
+  # (what the C loop left it to do), Idleness (may it be closed for room),
+  # HandingOff (moving to a sibling worker).
   class Connection
     autoload :Body, "narwhal/connection/body"
     autoload :Context, "narwhal/connection/context"
     autoload :Factory, "narwhal/connection/factory"
+    autoload :HandingOff, "narwhal/connection/handing_off"
     autoload :Idleness, "narwhal/connection/idleness"
     autoload :LoopResults, "narwhal/connection/loop_results"
     autoload :PendingSend, "narwhal/connection/pending_send"
@@ -54,16 +56,14 @@ module Narwhal
     CLOSE = Next::CLOSE
     RELEASE = Next::RELEASE
 
-    include Idleness
-    include Body
-    include Rejection
-    include WriteBehind
-    include LoopResults
+    include Idleness, Body, Rejection, WriteBehind, LoopResults, HandingOff
 
     attr_reader :deadline, :request
 
-    def initialize(io, request, context)
+    # origin: its listener's index among the shared ones (HandingOff).
+    def initialize(io, request, context, origin = nil)
       @io = io
+      @origin = origin
       @fd = io.fileno
       @request = request
       @out = request.out

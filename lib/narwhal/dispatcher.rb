@@ -7,6 +7,7 @@ module Narwhal
   module Dispatcher
     autoload :AcceptGate, "narwhal/dispatcher/accept_gate"
     autoload :ForkGuard, "narwhal/dispatcher/fork_guard"
+    autoload :HandOff, "narwhal/dispatcher/hand_off"
     autoload :Inline, "narwhal/dispatcher/inline"
     autoload :Shedding, "narwhal/dispatcher/shedding"
     autoload :Threaded, "narwhal/dispatcher/threaded"

@@ -112,6 +112,7 @@ module Narwhal
       Listener::Banner.how_to_stop(@logger)
       @pid_file = PidFile.new(@config[:pid]).tap(&:write) if @config[:pid]
       @scoreboard = Scoreboard.new(Scoreboard::MAX_SLOTS, threads: @config[:threads])
+      @hand_off = Dispatcher::HandOff.open # the workers' line for kept-alive connections
       @monitor = WorkerMonitor.for(@config, @scoreboard, self)
       @master_r, @master_w = IO.pipe # workers see EOF when the master is gone
       # and this one's EOF once it let go of the listeners for good (a stop
@@ -150,7 +151,7 @@ module Narwhal
     def worker_process(worker, reports)
       WorkerProcess.new(worker, config: @config, hook_server: self, listeners: @listener_set,
                                 scoreboard: @scoreboard, app: @app, app_builder: @app_builder,
-                                master_pipe: @master_r, let_go_pipe: @let_go_r, reports: reports,
+                                master_pipe: @master_r, let_go_pipe: @let_go_r, reports: reports, hand_off: @hand_off,
                                 forget_master: method(:forget_in_worker), health_check: @probation&.health_check)
     end
 

@@ -111,6 +111,11 @@ module Narwhal
       @acceptors.hold(false)
     end
 
+    # One listener out of the epoll set (on) or back (Acceptors#hold_out).
+    def hold_out(listener, on)
+      @acceptors.hold_out(listener, on)
+    end
+
     # Graceful stop. Handlers finish what they do; idle ones stay until
     # their deadline (a keep-alive timeout the client was told): closing one
     # now would race a request already on its way. No new connection,

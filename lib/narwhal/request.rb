@@ -65,6 +65,7 @@ module Narwhal
       @request_method = nil
       @queue_stamp = false
       @waited = nil
+      @first_here = 1 # the connection's first request in this process (#handed_over)
     end
 
     # The client's address, for a Request that serves one connection after
@@ -129,13 +130,20 @@ module Narwhal
     attr_reader :waited
 
     # A request that waited past keepalive_rebalance for this worker: on a
-    # kept-alive connection (not its first), while a sibling has an idle
+    # kept-alive connection (not its first here), while a sibling has an idle
     # thread, the wait was the connection's. With every worker busy a
     # reconnect would only move the wait to the listen queue.
     def pinned?(requests)
-      requests > 1 && @context.shedding&.sibling_idle? == true
+      requests > @first_here && @context.shedding&.sibling_idle? == true
     end
     private :pinned?
+
+    # The connection came from a sibling worker after requests on it
+    # (keepalive_release): the wait of the next one was there, and is no
+    # reason to let go of it here.
+    def handed_over(requests)
+      @first_here = requests + 1
+    end
 
     # The response will say Connection: close (the worker sheds the client).
     def close_connection

@@ -17,9 +17,11 @@ module Narwhal
   # or inherits its listeners itself and gives back the signal handlers it
   # found when it returns).
   class Server
+    autoload :HandingOff, "narwhal/server/handing_off"
     autoload :Limits, "narwhal/server/limits"
     autoload :Stopping, "narwhal/server/stopping"
     include Stopping
+    include HandingOff
 
     SIGNALS = %w[QUIT INT TERM USR1].freeze
     # Queued with the signals by an app thread whose request soft_timeout
@@ -39,14 +41,18 @@ module Narwhal
     # (its workers then serve the listen queue first). retire: asks the
     # master for a replacement (true when it was told). health_check: the
     # app must pass it (#verify raises) before the first connection is taken.
+    # hand_off: the master's Dispatcher::HandOff line (HandingOff), or nil.
     def initialize(app, config, listeners:, scoreboard: nil, slot: 0, master_pipe: nil, let_go_pipe: nil,
-                   ready: nil, retire: nil, standalone: false, health_check: nil)
+                   ready: nil, retire: nil, standalone: false, health_check: nil, hand_off: nil)
       @app = app
       @config = config
       @logger = config.logger
       @limits = Limits.from(config)
       @standalone = standalone
       @listeners = listeners
+      @hand_off = hand_off
+      @factories = [] # by origin (HandingOff)
+      @inbox = @release = nil
       take_slot(scoreboard || Scoreboard.new(1, threads: config[:threads]), slot)
       # one per process: the bound on what its connections spool together
       @spool_budget = SocketWriter::SpoolBudget.from_config(config)
@@ -85,6 +91,7 @@ module Narwhal
       cap = Configurator::ConnectionCap.new(@config[:worker_connections]).limit
       @reactor = Reactor.new(@logger, max_handlers: cap, gate: gate, poller: @poller)
       @listeners.each { |l| accept_from(l) }
+      join_hand_off
       install_signals
       @reactor.watch(@master_pipe) { master_gone } if @master_pipe
       @reactor.on_sweep { on_sweep }
@@ -165,9 +172,11 @@ module Narwhal
     # Request, whose env starts from the listener's defaults.
     def accept_from(listener)
       template = base_env.merge(listener.env_defaults).freeze
+      origin = @hand_off&.origin(listener) # its connections may move to a sibling
       factory = Connection::Factory.new(listener, template, @context, @counters,
                                         budget: @spool_budget, early_hints: @config[:early_hints],
-                                        threaded: threaded?, counting: !@access_log.nil?)
+                                        threaded: threaded?, counting: !@access_log.nil?, origin: origin)
+      @factories[origin] = factory if origin
       @reactor.add_listener(listener, factory)
     end
 

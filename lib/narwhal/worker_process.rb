@@ -20,9 +20,10 @@ module Narwhal
     # forget_master: drops what the fork copied but the worker does not own
     # (the master's signal handlers, pipes and worker table). health_check:
     # what the app must pass before the worker serves (after USR2 with
-    # upgrade_health_path: Master::Upgrade::HealthCheck), or nil.
+    # upgrade_health_path: Master::Upgrade::HealthCheck), or nil. hand_off:
+    # the master's Dispatcher::HandOff, or nil.
     def initialize(worker, config:, hook_server:, listeners:, scoreboard:, app:, app_builder:, master_pipe:,
-                   reports:, forget_master:, let_go_pipe: nil, health_check: nil)
+                   reports:, forget_master:, let_go_pipe: nil, health_check: nil, hand_off: nil)
       @worker = worker
       @config = config
       @logger = config.logger
@@ -36,6 +37,7 @@ module Narwhal
       @reports = reports
       @forget_master = forget_master
       @health_check = health_check
+      @hand_off = hand_off
       @ready = false
     end
 
@@ -44,6 +46,7 @@ module Narwhal
       Process.setproctitle("narwhal worker[#{@worker.nr}]")
       @forget_master.call
       @scoreboard.reset(@worker.nr, Process.pid) # the slot says whose it is
+      hand_off = @hand_off&.among(@listeners.to_a) # those after_fork adds are this worker's alone
       @config[:after_fork].call(@hook_server, @worker)
       user, group = @config[:user]
       if user && !@worker.switched?
@@ -52,7 +55,8 @@ module Narwhal
       app = @app || @app_builder.call
       server = Server.new(app, @config, listeners: @listeners.to_a, scoreboard: @scoreboard, slot: @worker.nr,
                                         master_pipe: @master_pipe, let_go_pipe: @let_go_pipe, ready: method(:ready),
-                                        retire: @reports.method(:retire), health_check: @health_check)
+                                        retire: @reports.method(:retire), health_check: @health_check,
+                                        hand_off: hand_off)
       server.run
       @logger.info("worker=#{@worker.nr} pid=#{Process.pid} exiting")
       exit(0) # at_exit hooks of the app run, as in Unicorn

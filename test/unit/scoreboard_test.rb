@@ -253,7 +253,7 @@ class ScoreboardTest < Minitest::Test
     assert_equal 1, snapshot.busy_threads
     assert_operator snapshot.longest_busy, :>=, 0.0
     assert_equal({ connections_accepted: 2, requests_rejected: 1, app_errors: 1, request_timeouts: 3,
-                   requests_shed_queue: 0 }, snapshot.counters)
+                   requests_shed_queue: 0, connections_handed_off: 0 }, snapshot.counters)
     assert_equal 1, board.thread_slot(1, 1).requests
     assert_equal 1, board.worker_slot(1).counter(Scoreboard::APP_ERRORS)
     [0, 2].each do |nr|
@@ -317,12 +317,13 @@ class ScoreboardTest < Minitest::Test
     assert_operator header[:threads_offset], :>=, 8 * (1 + Scoreboard::COUNTERS.size)
     assert_operator header[:thread_bytes], :>=, 16 + 8 + Scoreboard::METHOD_BYTES + Scoreboard::PATH_BYTES
     assert_equal [3, Scoreboard::HISTOGRAM_BOUNDS.size], header.values_at(:histograms, :buckets)
-    assert_equal 5, Scoreboard::LAYOUT_VERSION
+    assert_equal 6, Scoreboard::LAYOUT_VERSION
     assert_equal 0x4E575342, Scoreboard::MAGIC
-    assert_equal %i[connections_accepted requests_rejected app_errors request_timeouts requests_shed_queue],
-                 Scoreboard::COUNTERS
-    assert_equal [0, 1, 2, 3, 4], [Scoreboard::CONNECTIONS_ACCEPTED, Scoreboard::REQUESTS_REJECTED,
-                                   Scoreboard::APP_ERRORS, Scoreboard::REQUEST_TIMEOUTS, Scoreboard::REQUESTS_SHED_QUEUE]
+    assert_equal %i[connections_accepted requests_rejected app_errors request_timeouts requests_shed_queue
+                    connections_handed_off], Scoreboard::COUNTERS
+    assert_equal [0, 1, 2, 3, 4, 5], [Scoreboard::CONNECTIONS_ACCEPTED, Scoreboard::REQUESTS_REJECTED,
+                                      Scoreboard::APP_ERRORS, Scoreboard::REQUEST_TIMEOUTS,
+                                      Scoreboard::REQUESTS_SHED_QUEUE, Scoreboard::CONNECTIONS_HANDED_OFF]
     assert_equal 1, Scoreboard.new(1).header[:threads], "one thread per worker unless asked"
   end
 

@@ -5,7 +5,8 @@ module Narwhal
     # The directives about requests that waited before the server got to
     # them: queue_deadline sheds them (Responder::Shedder answers them),
     # keepalive_rebalance lets go of the kept-alive connection they waited
-    # on (Request#complete). Part of the DSL; their checks raise with the
+    # on (Request#complete), keepalive_release hands a saturated worker's
+    # idle ones to a sibling (Dispatcher::HandOff::Release). Part of the DSL; their checks raise with the
     # config file's line like every other directive's.
     module Queueing
       # queue_deadline SECONDS, retry_after: 1. A request whose queue time
@@ -32,6 +33,17 @@ module Narwhal
         check(seconds.nil? || (seconds.is_a?(Numeric) && seconds >= 0),
               "keepalive_rebalance expects a number of seconds >= 0 (or nil: off), got #{seconds.inspect}")
         @config.settings[:keepalive_rebalance] = seconds&.to_f
+      end
+
+      # keepalive_release SECONDS: a saturated worker hands its kept-alive
+      # connections idle this long to a sibling with an idle thread
+      # (Dispatcher::HandOff::Release); nil or false turns it off.
+      def keepalive_release(seconds)
+        seconds = nil if seconds == false
+        seconds = Numbers.seconds(seconds)
+        check(seconds.nil? || (seconds.is_a?(Numeric) && seconds >= 0),
+              "keepalive_release expects a number of seconds >= 0 (or nil: off), got #{seconds.inspect}")
+        @config.settings[:keepalive_release] = seconds&.to_f
       end
     end
   end

@@ -20,9 +20,11 @@ module Narwhal
       UNSERVED = :unserved
 
       # budget: the worker's SocketWriter::SpoolBudget (nil: never spool); threaded: request
-      # threads (Request::Threaded); counting: the access log counts bytes sent.
-      def initialize(listener, template, context, counters, budget:, early_hints:, threaded:, counting:)
+      # threads (Request::Threaded); counting: the access log counts bytes sent; origin: the
+      # listener's index among those siblings share (Dispatcher::HandOff#origin), or nil.
+      def initialize(listener, template, context, counters, budget:, early_hints:, threaded:, counting:, origin: nil)
         @listener = listener
+        @origin = origin
         @template = template
         @context = context
         @counters = counters
@@ -36,9 +38,13 @@ module Narwhal
 
       def call(sock)
         @counters.count(Scoreboard::CONNECTIONS_ACCEPTED)
-        out = @writer_class.new(sock, @write_timeout, @budget)
-        request = @request_class.new(@template, out, @listener.remote_addr(sock), @early_hints, @context)
-        Connection.new(sock, request, @context)
+        connection(sock)
+      end
+
+      # A kept-alive connection a sibling worker handed over
+      # (Dispatcher::HandOff::Inbox), after requests on it.
+      def adopt(sock, requests)
+        connection(sock).handed_over(requests)
       end
 
       # nil: no connection was waiting; false: one was served and closed;
@@ -60,8 +66,14 @@ module Narwhal
 
       private
 
+      def connection(sock)
+        out = @writer_class.new(sock, @write_timeout, @budget)
+        request = @request_class.new(@template, out, @listener.remote_addr(sock), @early_hints, @context)
+        Connection.new(sock, request, @context, @origin)
+      end
+
       def held(request, request_loop, fd, result, rest)
-        connection = Connection.new(request.out.io, request, @context)
+        connection = Connection.new(request.out.io, request, @context, @origin)
         [connection, fd, connection.served_first(result, request_loop.requests, rest, request_loop.arrived)]
       rescue StandardError
         request.out.io.close # a bug costs this connection, not its descriptor

@@ -12,6 +12,12 @@ module Narwhal
         @state == IDLE && @requests.positive? && @off >= @buf.bytesize
       end
 
+      # Idle (#idle?) since time or earlier: its deadline is keepalive_timeout
+      # from when it became idle.
+      def idle_since?(time)
+        idle? && @deadline - @keepalive_timeout <= time
+      end
+
       # Has not sent a byte since it was accepted: at the connection limit it
       # makes room after the idle kept-alive ones (closing it loses nothing
       # it sent, and keeping it would leave clients that send in the listen

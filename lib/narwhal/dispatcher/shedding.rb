@@ -24,13 +24,24 @@ module Narwhal
       end
 
       def shed?
-        @poller.waiting.zero? && @poller.pending? && sibling_idle?
+        saturated? && sibling_idle?
+      end
+
+      # No thread of this worker waits for reports, and reports wait for
+      # one (keepalive_release hands idle connections on then).
+      def saturated?
+        @poller.waiting.zero? && @poller.pending?
       end
 
       # A sibling worker has a thread blocked waiting for work: a
       # connection let go now is taken there (keepalive_rebalance).
       def sibling_idle?
-        @scoreboard.most_waiting_threads(@nr).positive?
+        siblings_waiting.positive?
+      end
+
+      # The most threads a sibling has waiting for work.
+      def siblings_waiting
+        @scoreboard.most_waiting_threads(@nr)
       end
     end
   end

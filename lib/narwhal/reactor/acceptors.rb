@@ -2,17 +2,20 @@
 
 module Narwhal
   class Reactor
-    # When and what a reactor accepts: its listeners, which are in the
-    # epoll set unless something holds them out (the caller, a back-off
-    # after accept(2) failed for want of descriptors, the connection limit,
-    # with request threads the AcceptGate or a crowd's share taken: Gating;
-    # a stop, or a drain: Draining). Any loop thread may call in; the
-    # state is changed under one lock, never held while a request runs.
-    # Listeners are in the set with EPOLLEXCLUSIVE: the kernel wakes one
-    # worker per connection of those with a thread waiting (docs/DESIGN.md).
+    # When and what a reactor accepts: its listeners (and the line of
+    # sibling connections, Dispatcher::HandOff), in the epoll set unless
+    # something holds them out (the caller, a back-off after accept(2)
+    # failed for want of descriptors, the connection limit, with request
+    # threads the AcceptGate or a crowd's share taken, one held out: Gating;
+    # a stop, or a drain: Draining). Any loop thread may call in; the state
+    # is changed under one lock, never held while a request runs. Listeners
+    # are in the set with EPOLLEXCLUSIVE: the kernel wakes one worker per
+    # connection of those with a thread waiting (docs/DESIGN.md).
     class Acceptors
+      autoload :BackingOff, "narwhal/reactor/acceptors/backing_off"
       autoload :Draining, "narwhal/reactor/acceptors/draining"
       autoload :Gating, "narwhal/reactor/acceptors/gating"
+      include BackingOff
       include Draining
       include Gating
 
@@ -28,14 +31,15 @@ module Narwhal
         @max_handlers = max_handlers
         @gate = gate
         @lock = Mutex.new
-        @by_fd = []       # listener fd => Acceptor
+        @by_fd = [] # listener fd => Acceptor
         @listeners = []
         @held = false     # paused by the caller, or stopped
         @resume_at = nil  # when a back-off pause ends
         @full = false     # max_handlers reached, none idle
         @gate_open = true
         @crowd_full = false # crowded, and its share of a crowd taken (#let_in)
-        @listening = false # listeners are in the epoll set
+        @listening = false # listeners are in the epoll set (those not held out)
+        @held_out = {} # listener fd => true (Gating#hold_out)
         @backoff = AcceptBackoff.new(logger)
         @next_admission = 0
       end
@@ -106,16 +110,6 @@ module Narwhal
       # At every sweep.
       def sweep(_now)
         room_again
-      end
-
-      # accept(2) failed for want of a shared resource: every listener
-      # leaves the epoll set until the pause is over.
-      def back_off(error)
-        @lock.synchronize do
-          now = Clock.now
-          @resume_at = now + @backoff.failed(error, now)
-          update
-        end
       end
 
       # One closed, or one became idle.
@@ -200,25 +194,12 @@ module Narwhal
         nil
       end
 
-      def recovered
-        @lock.synchronize { @backoff.recovered(Clock.now) if @backoff.failing? }
-      end
-
       # At max_handlers with none idle to close, accepting waits.
       def hold_if_full
         return if @reactor.any_idle?
 
         @lock.synchronize do
           @full = true
-          update
-        end
-      end
-
-      def back_off_over(now)
-        @lock.synchronize do
-          next unless @resume_at && now >= @resume_at
-
-          @resume_at = nil
           update
         end
       end
@@ -242,7 +223,7 @@ module Narwhal
         return if listening == @listening
 
         @listening = listening
-        @listeners.each { |l| listening ? @poller.add(l.io.fileno, LISTENER_EVENTS) : @poller.delete(l.io.fileno) }
+        @listeners.each { |l| in_set(l.io.fileno, listening) }
         @gate&.listening(listening)
       end
     end

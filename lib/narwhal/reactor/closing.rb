@@ -16,6 +16,28 @@ module Narwhal
         false
       end
 
+      # Offers the block (keepalive_release) connections idle since before
+      # (Connection#idle_since?) that no thread has, oldest first, until it
+      # gave away at most; one it gave (true) is closed here: only this
+      # process's descriptor, the socket lives on where it went. How many
+      # it gave.
+      def release_idle(before, at_most)
+        given = 0
+        @handlers.keys.each do |handler|
+          break if given >= at_most
+          next unless handler.idle_since?(before) && (fd = @handlers[handler])
+          next if @threaded && !claim_if(handler, fd) { handler.idle_since?(before) }
+
+          if yield(handler)
+            apply(handler, fd, CLOSE)
+            given += 1
+          elsif @threaded
+            wait_for(fd, false) # kept: armed again, as the claim found it
+          end
+        end
+        given
+      end
+
       # One could be closed to make room.
       def any_idle?
         @handlers.keys.any? { |h| (h.idle? || h.silent?) && !owned?(h) }

@@ -44,6 +44,8 @@ module Narwhal
 
         left = @listeners.size
         @reactor.retire(drain: true) do |listener|
+          next if listener.equal?(@inbox) # taken from like a listener; the line is the master's
+
           # a worker's listeners stay the master's (its socket files too)
           listener.close(unlink: @standalone)
           let_go if (left -= 1).zero?
@@ -60,6 +62,7 @@ module Narwhal
       # At every sweep: once let go, the siblings' listeners are awaited.
       def on_sweep
         @access_log&.flush
+        release_idle if @release
         stop_keeping_alive if @let_go && !@context.stopping && !@scoreboard.siblings_listening?(@slot)
       end
 

@@ -3,8 +3,8 @@
 require "test_helper"
 require_relative "../../support/config_files"
 
-# queue_deadline and trust_x_request_start: their defaults, values as
-# written, and what they refuse.
+# queue_deadline, trust_x_request_start, keepalive_rebalance and
+# keepalive_release: their defaults, values as written, and what they refuse.
 class ConfiguratorQueueingTest < Minitest::Test
   include Narwhal::ConfigFiles
 
@@ -22,6 +22,9 @@ class ConfiguratorQueueingTest < Minitest::Test
     assert_equal 0.25, config("keepalive_rebalance 0.25\n")[:keepalive_rebalance]
     assert_nil config("keepalive_rebalance false\n")[:keepalive_rebalance]
     assert_nil config("keepalive_rebalance nil\n")[:keepalive_rebalance]
+    assert_equal 0.5, Narwhal::Configurator.new[:keepalive_release]
+    assert_equal 2.0, config("keepalive_release 2\n")[:keepalive_release]
+    assert_nil config("keepalive_release false\n")[:keepalive_release]
   end
 
   def test_refuses_what_it_cannot_mean
@@ -32,7 +35,8 @@ class ConfiguratorQueueingTest < Minitest::Test
       "queue_deadline 1, retry_after: -1" => "queue_deadline retry_after: expects whole seconds >= 0, got -1",
       "queue_deadline 1, retry_after: 1.5" => "queue_deadline retry_after: expects whole seconds >= 0, got 1.5",
       "trust_x_request_start 1" => "trust_x_request_start expects true or false, got 1",
-      "keepalive_rebalance -1" => "keepalive_rebalance expects a number of seconds >= 0 (or nil: off), got -1"
+      "keepalive_rebalance -1" => "keepalive_rebalance expects a number of seconds >= 0 (or nil: off), got -1",
+      "keepalive_release :soon" => "keepalive_release expects a number of seconds >= 0 (or nil: off), got :soon"
     }.each do |line, message|
       assert_equal "2: #{message}", config_error("listen ':0'\n#{line}\n"), line
     end

@@ -17,7 +17,9 @@ module Narwhal
         COUNTERS = { "connections_accepted" => "Connections the worker accepted",
                      "requests_rejected" => "Requests the server answered itself (4xx, 408, 413), not the app",
                      "app_errors" => "Requests answered 500 after the app raised",
-                     "request_timeouts" => "Requests soft_timeout interrupted" }.freeze
+                     "request_timeouts" => "Requests soft_timeout interrupted",
+                     "connections_handed_off" => "Idle kept-alive connections given to a sibling worker " \
+                                                 "(keepalive_release)" }.freeze
         # reason label => the worker counter that counts requests shed for it
         SHED = { "queue_deadline" => "requests_shed_queue" }.freeze
         # name => [help, { source label (nil: none) => Status histogram key }]

@@ -21,6 +21,20 @@ module Narwhal
           check_gate(Clock.now, 1) unless @gate_open && @gate.alone?
         end
 
+        # Holds one listener out of the epoll set (on), or lets it back in
+        # with the others: the line of sibling connections while its worker
+        # gives its own away (Dispatcher::HandOff::Release), which it would
+        # otherwise take back itself before the sibling woken for it.
+        def hold_out(listener, on)
+          fd = listener.io.fileno
+          @lock.synchronize do
+            next if @held_out.key?(fd) == on
+
+            on ? @held_out[fd] = true : @held_out.delete(fd)
+            in_set(fd, @listening) if @listening
+          end
+        end
+
         private
 
         # A crowded worker looks at its listen queues itself every
@@ -33,7 +47,7 @@ module Narwhal
           crowd_room_again if @crowd_full
           return unless crowded?
 
-          @listeners.each { |l| (acceptor = @by_fd[l.io.fileno]) && let_in(acceptor) }
+          @listeners.each { |l| !@held_out[fd = l.io.fileno] && (acceptor = @by_fd[fd]) && let_in(acceptor) }
         end
 
         def crowded?
@@ -93,9 +107,14 @@ module Narwhal
 
             @listeners.each do |l|
               @poller.delete(l.io.fileno)
-              @poller.add(l.io.fileno, LISTENER_EVENTS)
+              in_set(l.io.fileno, true)
             end
           end
+        end
+
+        # Under the lock: a listener in the epoll set, unless held out (#hold_out), or not.
+        def in_set(fd, listening)
+          listening && !@held_out[fd] ? @poller.add(fd, LISTENER_EVENTS) : @poller.delete(fd)
         end
 
         # Not once stopped (or draining): the listeners are going, or gone.

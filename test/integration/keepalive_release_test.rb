@@ -1,0 +1,121 @@
+# frozen_string_literal: true
+
+require "test_helper"
+
+# A kept-alive connection idle for keepalive_release in a saturated worker
+# (every thread busy, work waiting for it) while a sibling has an idle
+# thread is handed to that sibling: the client keeps its connection
+# (nothing on the wire says it moved), and a request it sent meanwhile is
+# served by the free worker instead of waiting behind the busy one.
+# Nothing is closed, so no request can race a close.
+class KeepaliveReleaseTest < Minitest::Test
+  # /pid: which worker, and how long the request waited; /slow: 0.8 s of
+  # work, each call leaving a numbered file the test waits for.
+  APP = <<~'RU'
+    run lambda { |env|
+      if env["PATH_INFO"] == "/slow"
+        File.write("slow-#{Dir["slow-*"].size + 1}", "")
+        sleep 0.8
+      end
+      body = "#{Process.pid} #{env['narwhal.queue_time']}"
+      [200, { "content-type" => "text/plain", "content-length" => body.bytesize.to_s }, [body]]
+    }
+  RU
+
+  def setup
+    @clients = []
+  end
+
+  def teardown
+    @clients.each(&:close)
+    @server&.stop
+  end
+
+  def start(threads:, extra: "")
+    @threads = threads
+    @server = Narwhal::ServerProcess.start(app: APP, workers: 2,
+                                           config: "worker_processes 2\nthreads #{threads}\n#{extra}")
+  end
+
+  def test_a_saturated_worker_hands_its_idle_connection_to_an_idle_sibling
+    [1, 2].each do |threads|
+      start(threads: threads)
+      idle, pid = saturate_a_worker
+      idle.write("GET /pid HTTP/1.1\r\nHost: t\r\n\r\n") # waits in the busy worker
+      response = idle.read_response
+      served_by, waited = response.body.split
+      refute_equal pid, served_by, "threads #{threads}: served by the idle sibling"
+      assert_operator Float(waited), :<, 1.2, "threads #{threads}: not behind the waiting /slow"
+      assert_nil response.headers["connection"], "threads #{threads}: the connection persists"
+      assert_equal served_by, get(idle, "/pid").body.split.first, "threads #{threads}: and stays there"
+      finish_round
+    end
+  end
+
+  def test_a_worker_with_no_work_waiting_keeps_its_idle_connections
+    start(threads: 1)
+    idle, pid = connection_on_a_worker
+    busy = connection_to(pid)
+    busy.write("GET /slow HTTP/1.1\r\nHost: t\r\n\r\n")
+    assert_equal 200, busy.read_response.status
+    assert_equal pid, get(idle, "/pid").body.split.first, "no backlog: nothing is handed over"
+  end
+
+  def test_off_the_connection_stays_with_its_worker
+    start(threads: 1, extra: "keepalive_release nil\nkeepalive_rebalance nil\n")
+    idle, pid = saturate_a_worker
+    served_by, waited = get(idle, "/pid").body.split
+    assert_equal pid, served_by
+    assert_operator Float(waited), :>, 0.3, "it waited behind the busy worker"
+    @busy.each { |c| assert_equal 200, c.read_response.status }
+  end
+
+  private
+
+  # One idle kept-alive connection on a worker whose threads all run
+  # /slow, with one more /slow waiting for it: [connection, worker pid].
+  def saturate_a_worker
+    idle, pid = connection_on_a_worker
+    busy = Array.new(@threads + 1) { connection_to(pid) }
+    busy.first(@threads).each { |c| c.write("GET /slow HTTP/1.1\r\nHost: t\r\n\r\n") }
+    wait_until(message: "every thread in /slow") { slow_started >= @threads }
+    busy.last.write("GET /slow HTTP/1.1\r\nHost: t\r\n\r\n")
+    @busy = busy
+    [idle, pid]
+  end
+
+  def slow_started
+    Dir[File.join(@server.dir, "slow-*")].size
+  end
+
+  def finish_round
+    @busy.each { |c| assert_equal 200, c.read_response.status }
+    @clients.each(&:close).clear
+    @server.stop
+    @server = nil
+  end
+
+  def get(client, path)
+    client.write("GET #{path} HTTP/1.1\r\nHost: t\r\n\r\n")
+    client.read_response
+  end
+
+  def connect
+    @server.connect.tap { |c| @clients << c }
+  end
+
+  def connection_on_a_worker
+    first = connect
+    [first, get(first, "/pid").body.split.first]
+  end
+
+  # A new kept-alive connection that landed on worker pid (connections
+  # go to whichever worker takes them: tried until one lands there).
+  def connection_to(pid)
+    50.times do
+      other = connect
+      return other if get(other, "/pid").body.split.first == pid
+    end
+    flunk "no connection landed on worker #{pid}"
+  end
+end
