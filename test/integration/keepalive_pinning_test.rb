@@ -26,9 +26,12 @@ class KeepalivePinningTest < Minitest::Test
   end
 
   # access_log: every request read and served in Ruby; without, the C loop.
+  # keepalive_release off: the pinned connection, idle long enough, would
+  # be handed to the idle worker before its response (keepalive_release_test).
   def start(access_log:)
     log = access_log ? "access_log 'access.log'\n" : ""
-    @server = Narwhal::ServerProcess.start(app: APP, workers: 2, config: "worker_processes 2\n#{log}")
+    @server = Narwhal::ServerProcess.start(app: APP, workers: 2,
+                                           config: "worker_processes 2\nkeepalive_release nil\n#{log}")
   end
 
   def teardown

@@ -5,9 +5,9 @@ require "test_helper"
 # A kept-alive connection idle for keepalive_release in a saturated worker
 # (every thread busy, work waiting for it) while a sibling has an idle
 # thread is handed to that sibling: the client keeps its connection
-# (nothing on the wire says it moved), and a request it sent meanwhile is
-# served by the free worker instead of waiting behind the busy one.
-# Nothing is closed, so no request can race a close.
+# (nothing on the wire says it moved), and its next request is served by
+# the free worker instead of waiting behind the busy one. Nothing is
+# closed, so no request can race a close.
 class KeepaliveReleaseTest < Minitest::Test
   # /pid: which worker, and how long the request waited; /slow: 0.8 s of
   # work, each call leaving a numbered file the test waits for.
@@ -33,19 +33,19 @@ class KeepaliveReleaseTest < Minitest::Test
 
   def start(threads:, extra: "")
     @threads = threads
-    @server = Narwhal::ServerProcess.start(app: APP, workers: 2,
-                                           config: "worker_processes 2\nthreads #{threads}\n#{extra}")
+    config = "worker_processes 2\nthreads #{threads}\ncontrol_listen '127.0.0.1:0'\n#{extra}"
+    @server = Narwhal::ServerProcess.start(app: APP, workers: 2, config: config)
   end
 
   def test_a_saturated_worker_hands_its_idle_connection_to_an_idle_sibling
     [1, 2].each do |threads|
       start(threads: threads)
       idle, pid = saturate_a_worker
-      idle.write("GET /pid HTTP/1.1\r\nHost: t\r\n\r\n") # waits in the busy worker
-      response = idle.read_response
+      wait_until(message: "threads #{threads}: a connection handed off", timeout: 10) { handed_off >= 1 }
+      response = get(idle, "/pid")
       served_by, waited = response.body.split
       refute_equal pid, served_by, "threads #{threads}: served by the idle sibling"
-      assert_operator Float(waited), :<, 1.2, "threads #{threads}: not behind the waiting /slow"
+      assert_operator Float(waited), :<, 0.3, "threads #{threads}: at once"
       assert_nil response.headers["connection"], "threads #{threads}: the connection persists"
       assert_equal served_by, get(idle, "/pid").body.split.first, "threads #{threads}: and stays there"
       finish_round
@@ -64,9 +64,12 @@ class KeepaliveReleaseTest < Minitest::Test
   def test_off_the_connection_stays_with_its_worker
     start(threads: 1, extra: "keepalive_release nil\nkeepalive_rebalance nil\n")
     idle, pid = saturate_a_worker
+    # the worker looked at its idle connections before it started the waiting /slow
+    wait_until(message: "the waiting /slow started", timeout: 10) { slow_started > @threads }
     served_by, waited = get(idle, "/pid").body.split
     assert_equal pid, served_by
     assert_operator Float(waited), :>, 0.3, "it waited behind the busy worker"
+    assert_equal 0, handed_off
     @busy.each { |c| assert_equal 200, c.read_response.status }
   end
 
@@ -82,6 +85,11 @@ class KeepaliveReleaseTest < Minitest::Test
     busy.last.write("GET /slow HTTP/1.1\r\nHost: t\r\n\r\n")
     @busy = busy
     [idle, pid]
+  end
+
+  def handed_off
+    @server.control_get("/metrics").scan(/^narwhal_worker_connections_handed_off_total\{[^}]*\} (\d+)/)
+           .sum { |(n)| Integer(n) }
   end
 
   def slow_started

@@ -12,10 +12,11 @@ module Narwhal
         @state == IDLE && @requests.positive? && @off >= @buf.bytesize
       end
 
-      # Idle (#idle?) since time or earlier: its deadline is keepalive_timeout
-      # from when it became idle.
+      # Idle (#idle?) since time or earlier (its deadline is keepalive_timeout
+      # from when it became idle), with no request waiting in the socket
+      # either: one whose request is there is served where it is.
       def idle_since?(time)
-        idle? && @deadline - @keepalive_timeout <= time
+        idle? && @deadline - @keepalive_timeout <= time && nothing_waiting?
       end
 
       # Has not sent a byte since it was accepted: at the connection limit it
