@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "test_helper"
+require "support/worker_connections"
 
 # Kept-alive connections do not pin requests to a busy worker: a request
 # that waited on its kept-alive connection while its worker was busy with
@@ -9,6 +10,8 @@ require "test_helper"
 # connection to a free worker. A request that did not wait keeps its
 # connection.
 class KeepalivePinningTest < Minitest::Test
+  include Narwhal::WorkerConnections
+
   # /pid: which worker; /slow: 0.5 s of work.
   APP = <<~'RU'
     run lambda { |env|
@@ -39,25 +42,10 @@ class KeepalivePinningTest < Minitest::Test
     @server&.stop
   end
 
-  def get(client, path)
-    client.write("GET #{path} HTTP/1.1\r\nHost: t\r\n\r\n")
-    client.read_response
-  end
-
-  def connect
-    @server.connect.tap { |c| @clients << c }
-  end
-
-  # Two kept-alive connections held by the same worker (new connections
-  # go to whichever worker takes them: tried until one lands there).
+  # Two kept-alive connections held by the same worker.
   def two_connections_on_one_worker
-    first = connect
-    pid = get(first, "/pid").body.split.first
-    50.times do
-      other = connect
-      return [first, other] if get(other, "/pid").body.split.first == pid
-    end
-    flunk "no second connection landed on worker #{pid}"
+    first, pid = connection_on_a_worker
+    [first, connection_to(pid)]
   end
 
   def test_a_request_that_waited_behind_a_busy_worker_gets_connection_close

@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "test_helper"
+require "support/worker_connections"
 
 # A kept-alive connection idle for keepalive_release in a saturated worker
 # (every thread busy, work waiting for it) while a sibling has an idle
@@ -9,6 +10,8 @@ require "test_helper"
 # the free worker instead of waiting behind the busy one. Nothing is
 # closed, so no request can race a close.
 class KeepaliveReleaseTest < Minitest::Test
+  include Narwhal::WorkerConnections
+
   # /pid: which worker, and how long the request waited; /slow: 0.8 s of
   # work, each call leaving a numbered file the test waits for.
   APP = <<~'RU'
@@ -103,27 +106,4 @@ class KeepaliveReleaseTest < Minitest::Test
     @server = nil
   end
 
-  def get(client, path)
-    client.write("GET #{path} HTTP/1.1\r\nHost: t\r\n\r\n")
-    client.read_response
-  end
-
-  def connect
-    @server.connect.tap { |c| @clients << c }
-  end
-
-  def connection_on_a_worker
-    first = connect
-    [first, get(first, "/pid").body.split.first]
-  end
-
-  # A new kept-alive connection that landed on worker pid (connections
-  # go to whichever worker takes them: tried until one lands there).
-  def connection_to(pid)
-    50.times do
-      other = connect
-      return other if get(other, "/pid").body.split.first == pid
-    end
-    flunk "no connection landed on worker #{pid}"
-  end
 end

@@ -6,8 +6,9 @@ module Narwhal
     # them: queue_deadline sheds them (Responder::Shedder answers them),
     # keepalive_rebalance lets go of the kept-alive connection they waited
     # on (Request#complete), keepalive_release hands a saturated worker's
-    # idle ones to a sibling (Dispatcher::HandOff::Release). Part of the DSL; their checks raise with the
-    # config file's line like every other directive's.
+    # idle ones to a sibling (Dispatcher::HandOff::Release). Part of the
+    # DSL; their checks raise with the config file's line like every other
+    # directive's.
     module Queueing
       # queue_deadline SECONDS, retry_after: 1. A request whose queue time
       # (Responder::QueueTime) is past SECONDS when the server starts on it
