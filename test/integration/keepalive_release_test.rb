@@ -13,14 +13,17 @@ class KeepaliveReleaseTest < Minitest::Test
   include Narwhal::WorkerConnections
 
   # /pid: which worker, and how long the request waited; /slow: 0.8 s of
-  # work, each call leaving a numbered file the test waits for.
+  # work, each call leaving a numbered file the test waits for; /busy:
+  # 0.1 s of work; /echo: the request's body.
   APP = <<~'RU'
     run lambda { |env|
-      if env["PATH_INFO"] == "/slow"
+      case env["PATH_INFO"]
+      when "/slow"
         File.write("slow-#{Dir["slow-*"].size + 1}", "")
         sleep 0.8
+      when "/busy" then sleep 0.1
       end
-      body = "#{Process.pid} #{env['narwhal.queue_time']}"
+      body = env["PATH_INFO"] == "/echo" ? env["rack.input"].read : "#{Process.pid} #{env['narwhal.queue_time']}"
       [200, { "content-type" => "text/plain", "content-length" => body.bytesize.to_s }, [body]]
     }
   RU
@@ -53,6 +56,27 @@ class KeepaliveReleaseTest < Minitest::Test
       assert_equal served_by, get(idle, "/pid").body.split.first, "threads #{threads}: and stays there"
       finish_round
     end
+  end
+
+  # Four clients on one worker post every 0.3 s while two others keep
+  # that worker saturated (/busy, 0.1 s each, back to back) and its
+  # sibling idles: the four connections move while their clients send,
+  # and every request is answered on the connection it was sent on, with
+  # its own body.
+  def test_connections_move_while_their_clients_send_and_no_request_is_lost
+    start(threads: 1, extra: "keepalive_release 0.05\nkeepalive_rebalance nil\n")
+    first, pid = connection_on_a_worker
+    posting = [first] + Array.new(3) { connection_to(pid) }
+    busy = Array.new(2) { connection_to(pid) }
+    stop = false
+    busy_loops = busy.map { |c| Thread.new { get(c, "/busy") until stop } }
+    posts = posting.each_with_index.map { |c, i| Thread.new { post_until(c, i) { stop } } }
+    wait_until(message: "the four connections handed off", timeout: 20) { handed_off >= 4 }
+    stop = true
+    busy_loops.each(&:join)
+    answers = posts.flat_map(&:value)
+    assert_operator answers.size, :>=, 8
+    answers.each { |sent, got| assert_equal sent, got, "every request answered, with its own body" }
   end
 
   def test_a_worker_with_no_work_waiting_keeps_its_idle_connections
@@ -88,6 +112,19 @@ class KeepaliveReleaseTest < Minitest::Test
     busy.last.write("GET /slow HTTP/1.1\r\nHost: t\r\n\r\n")
     @busy = busy
     [idle, pid]
+  end
+
+  # Posts on client every 0.3 s (its pace, not a synchronisation) until
+  # the block says stop; [[body sent, body answered], ...].
+  def post_until(client, index)
+    answers = []
+    until yield
+      sleep 0.3
+      body = "client=#{index} seq=#{answers.size}"
+      client.write("POST /echo HTTP/1.1\r\nHost: t\r\ncontent-length: #{body.bytesize}\r\n\r\n#{body}")
+      answers << [body, client.read_response(timeout: 10).body]
+    end
+    answers
   end
 
   def handed_off
