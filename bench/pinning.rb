@@ -82,11 +82,12 @@ def wait_for(port, deadline = Time.now + 20)
 end
 
 # One measurement: [p50, p99] in ms.
-def measure(dir, opts, upstream_keepalive:, rebalance:)
+def measure(dir, opts, upstream_keepalive:, rebalance:, release: 0.5)
   port = free_port
   nginx_port = free_port
   File.write(File.join(dir, "config.ru"), APP)
-  File.write(File.join(dir, "narwhal.rb"), "worker_processes #{opts[:workers]}\nkeepalive_rebalance #{rebalance.inspect}\n")
+  File.write(File.join(dir, "narwhal.rb"), "worker_processes #{opts[:workers]}\nkeepalive_rebalance #{rebalance.inspect}\n" \
+                                                   "keepalive_release #{release.inspect}\n")
   narwhal = Process.spawn(RbConfig.ruby, "-I", File.join(ROOT, "lib"), File.join(ROOT, "exe", "narwhal"), "-N",
                           "-l", "127.0.0.1:#{port}", "-c", File.join(dir, "narwhal.rb"), File.join(dir, "config.ru"),
                           out: File::NULL, err: File.join(dir, "narwhal.log"))
@@ -140,8 +141,10 @@ end
 
 CASES = {
   "no upstream keep-alive" => { upstream_keepalive: false, rebalance: 0.005 },
-  "keep-alive, keepalive_rebalance 0.005" => { upstream_keepalive: true, rebalance: 0.005 },
-  "keep-alive, keepalive_rebalance off" => { upstream_keepalive: true, rebalance: nil }
+  "keep-alive, the defaults" => { upstream_keepalive: true, rebalance: 0.005 },
+  "keep-alive, keepalive_release only" => { upstream_keepalive: true, rebalance: nil },
+  "keep-alive, keepalive_rebalance only" => { upstream_keepalive: true, rebalance: 0.005, release: nil },
+  "keep-alive, both off" => { upstream_keepalive: true, rebalance: nil, release: nil }
 }.freeze
 
 results = Hash.new { |h, k| h[k] = [] }
